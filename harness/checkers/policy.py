@@ -1,0 +1,125 @@
+"""Which anomalies a configuration allows — kept apart from finding them.
+
+The checkers report every anomaly they find; this module alone decides which of them make a
+run invalid. It follows Jepsen's `allowed-error-types` (jepsen.tests.kafka l.2433):
+
+- always allowed: `int_send_skip` (transactional writes interleave in Kafka's model; external
+  send skips are not even checked), and the write-cycle family `G0 G0_process G0_realtime`
+  with its imprecise versions `PL_1_cycle_exists strong_PL_1_cycle_exists` (writes are never
+  isolated);
+- when consumers `subscribe` (rather than only `assign`): `poll_skip` and
+  `nonmonotonic_poll`, because a rebalance between two ops legally moves a consumer;
+- with ww-dependency inference on: `G1c G1c_process G1c_realtime PL_2_cycle_exists
+  strong_PL_2_cycle_exists`, since without write isolation T0 -ww-> T1 -wr-> T0 is expected.
+
+Everything else is bad, `unseen` included; `ignore` drops more types (Bufstream's
+`--ignore-queue-errors unseen`). An empty history is invalid.
+
+Validity values are Jepsen's: `True`, `False` or `"unknown"`; `merge_valid` combines them
+(false dominates unknown, which dominates true).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+Validity = bool | Literal["unknown"]
+
+#: every anomaly the queue checker can report, in Jepsen's vocabulary (underscored)
+QUEUE_ANOMALIES: Final = (
+    "inconsistent_offsets",
+    "duplicate",
+    "lost_write",
+    "G1a",
+    "precommitted_read",
+    "poll_skip",
+    "nonmonotonic_poll",
+    "int_poll_skip",
+    "int_nonmonotonic_poll",
+    "nonmonotonic_send",
+    "int_send_skip",
+    "int_nonmonotonic_send",
+    "unseen",
+    "empty_history",
+)
+
+ALWAYS_ALLOWED: Final = frozenset(
+    {
+        "int_send_skip",
+        "G0",
+        "G0_process",
+        "G0_realtime",
+        "PL_1_cycle_exists",
+        "strong_PL_1_cycle_exists",
+    }
+)
+SUBSCRIBE_ALLOWED: Final = frozenset({"poll_skip", "nonmonotonic_poll"})
+WW_DEPS_ALLOWED: Final = frozenset(
+    {
+        "G1c",
+        "G1c_process",
+        "G1c_realtime",
+        "PL_2_cycle_exists",
+        "strong_PL_2_cycle_exists",
+    }
+)
+
+
+@dataclass(frozen=True)
+class QueuePolicy:
+    """The parts of a queue-workload configuration that decide validity.
+
+    `sub_via`: how consumers get partitions (`assign`, `subscribe` or both; Jepsen
+    `--sub-via`). `ww_deps`: infer write-write dependencies from offsets (Jepsen default on).
+    `ignore`: anomaly types to tolerate on top of the defaults.
+    """
+
+    sub_via: frozenset[str] = frozenset({"assign"})
+    ww_deps: bool = True
+    ignore: frozenset[str] = field(default_factory=frozenset)
+
+    @staticmethod
+    def of(
+        sub_via: Iterable[str] = ("assign",),
+        ww_deps: bool = True,
+        ignore: Iterable[str] = (),
+    ) -> QueuePolicy:
+        return QueuePolicy(frozenset(sub_via), ww_deps, frozenset(ignore))
+
+
+def allowed_anomalies(policy: QueuePolicy) -> frozenset[str]:
+    """The anomaly types this configuration tolerates."""
+    allowed = set(ALWAYS_ALLOWED)
+    if "subscribe" in policy.sub_via:
+        allowed |= SUBSCRIBE_ALLOWED
+    if policy.ww_deps:
+        allowed |= WW_DEPS_ALLOWED
+    allowed |= policy.ignore
+    return frozenset(allowed)
+
+
+def bad_anomalies(found: Iterable[str], policy: QueuePolicy) -> list[str]:
+    """The found anomaly types that invalidate the run, sorted."""
+    allowed = allowed_anomalies(policy)
+    return sorted(t for t in set(found) if t not in allowed)
+
+
+def verdict(found: Iterable[str], policy: QueuePolicy) -> tuple[bool, list[str]]:
+    """(valid?, bad types) for the anomaly types a queue checker found."""
+    bad = bad_anomalies(found, policy)
+    return (not bad, bad)
+
+
+def merge_valid(values: Iterable[Validity]) -> Validity:
+    """Jepsen's `merge-valid`: False beats "unknown" beats True; no values means True."""
+    out: Validity = True
+    for v in values:
+        if v is False:
+            return False
+        if v == "unknown":
+            out = "unknown"
+        elif v is not True:
+            raise ValueError(f"validity must be True, False or 'unknown', not {v!r}")
+    return out
