@@ -13,7 +13,6 @@ The walk checks structure only; kio still checks content (UTF-8, null in non-nul
 
 from __future__ import annotations
 
-import functools
 import struct
 from collections.abc import Callable
 from dataclasses import Field, fields
@@ -228,8 +227,19 @@ def _field_step(owner: type[Any], f: Field[Any], flexible: bool) -> tuple[Step, 
     raise Malformed(f"unclassifiable field {what}")
 
 
-@functools.cache
+_STEPS: dict[type[Any], Step] = {}
+
+
 def _entity_step(cls: type[Any]) -> Step:
+    cached = _STEPS.get(cls)
+    if cached is not None:
+        return cached
+    step = _make_entity_step(cls)
+    _STEPS[cls] = step
+    return step
+
+
+def _make_entity_step(cls: type[Any]) -> Step:
     flexible = bool(cls.__flexible__)
     plain: list[Step] = []
     tagged: dict[int, Step] = {}

@@ -1,4 +1,4 @@
-"""ApiVersions responses built from an ``ApiTable`` (the whole answer is a function of the table)."""
+"""ApiVersions responses built from an ``ApiTable`` (the answer is a function of the table)."""
 
 from __future__ import annotations
 

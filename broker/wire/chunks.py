@@ -7,7 +7,14 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["COALESCE_LIMIT", "Chunk", "ChunkCollector", "FileRegion", "ResponseFrame", "chunk_length"]
+__all__ = [
+    "COALESCE_LIMIT",
+    "Chunk",
+    "ChunkCollector",
+    "FileRegion",
+    "ResponseFrame",
+    "chunk_length",
+]
 
 COALESCE_LIMIT = 64 * 1024
 """Byte pieces at least this long stay separate chunks instead of being copied together."""

@@ -77,10 +77,12 @@ def check_frame_size(
     """Validate a 4-byte size prefix (for callers that ``readexactly(4)`` themselves)."""
     if len(prefix) != 4:
         return FrameError(FrameErrorKind.TRUNCATED, None, f"size prefix has {len(prefix)} bytes")
-    (size,) = _SIZE.unpack(prefix)
+    size = int(_SIZE.unpack(prefix)[0])
     if size < 0:
         return FrameError(
-            FrameErrorKind.NEGATIVE_SIZE, size, f"invalid receive (size = {size})" + _looks_like(prefix)
+            FrameErrorKind.NEGATIVE_SIZE,
+            size,
+            f"invalid receive (size = {size})" + _looks_like(prefix),
         )
     if size > max_frame_bytes:
         return FrameError(

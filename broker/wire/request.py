@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import kio.index
 from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i32
 from kio.static.protocol import RequestPayload
 
 from ._walk import Malformed, skip_tagged_fields, walk_entity
@@ -207,7 +208,7 @@ def encode_request(
     header = header_cls(
         request_api_key=body.__api_key__,
         request_api_version=body.__version__,
-        correlation_id=correlation_id,
+        correlation_id=i32(correlation_id),
         client_id=client_id,
     )
     chunks: list[bytes] = []

@@ -15,6 +15,7 @@ from typing import Any, cast
 
 import kio.index
 from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i32
 from kio.static.protocol import ResponsePayload
 
 from ._walk import Malformed, walk_entity
@@ -45,7 +46,7 @@ def response_class(api_key: int, api_version: int) -> type[ResponsePayload]:
 
 def _write_header(out: Any, body: ResponsePayload, correlation_id: int) -> None:
     header_cls = body.__header_schema__
-    entity_writer(header_cls)(out, header_cls(correlation_id=correlation_id))
+    entity_writer(header_cls)(out, header_cls(correlation_id=i32(correlation_id)))
 
 
 def _write(out: Any, body: ResponsePayload, correlation_id: int) -> None:
