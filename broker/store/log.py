@@ -1,0 +1,692 @@
+"""`Log`: one partition's log, a directory `<topic>-<partition>/` of segments.
+
+Vocabulary (Kafka's): `log_start_offset` (first offset readable), `log_end_offset` (next offset to
+be written), `high_watermark` (set by the replication layer), `recovery_point` (everything below it
+is durable: also `flushed_offset`), `leader_epoch_cache` (epoch -> start offset).
+
+Time is an input: methods that need the clock take `now_ms`. Nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from bisect import bisect_right
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker.store.batch import (
+    HEADER_SIZE,
+    NO_TIMESTAMP,
+    BatchHeader,
+    decode_records,
+    iter_headers,
+    parse_header,
+    validate_batch,
+    validate_produced,
+)
+from broker.store.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from broker.store.config import LogConfig
+from broker.store.errors import (
+    CorruptRecordError,
+    LogClosedError,
+    NonContiguousOffsetError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    StoreError,
+)
+from broker.store.fs import FS, Buf, FileHandle, RealFS, read_exact, read_whole
+from broker.store.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    file_stem,
+    parse_stem,
+)
+
+PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch: the patched part
+PREFIX_END = 16  # the magic byte (offset 16) onwards is written verbatim
+RETIRED_HANDLES_MAX = 64  # deleted segments whose handles stay open for in-flight sendfiles
+SWAP_END_SUFFIX = ".swap-end"
+TEMP_SUFFIXES = (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    ".tmp",
+    INDEX_SUFFIX + SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX + SWAP_SUFFIX,
+)
+
+
+def parse_topic_partition(name: str) -> tuple[str, int]:
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise StoreError(f"log directory name {name!r} is not <topic>-<partition>")
+    return topic, int(partition)
+
+
+@dataclass(frozen=True, slots=True)
+class FileRegion:
+    """A byte range of one segment file, whole batches only, ready for os.sendfile."""
+
+    path: Path
+    handle: FileHandle
+    position: int
+    length: int
+
+    @property
+    def fd(self) -> int | None:
+        return self.handle.fileno()
+
+    def read_bytes(self) -> bytes:
+        data = read_exact(self.handle, self.position, self.length)
+        if len(data) != self.length:
+            raise CorruptRecordError(
+                f"{self.path}: short read of {len(data)}/{self.length} bytes at {self.position}"
+            )
+        return data
+
+    def sendfile(self, out_fd: int) -> int:
+        """Send the region to a socket/file descriptor (real files only). Returns bytes sent."""
+        fd = self.fd
+        if fd is None:
+            data = self.read_bytes()
+            return os.write(out_fd, data) if data else 0
+        sent = 0
+        while sent < self.length:
+            n = os.sendfile(out_fd, fd, self.position + sent, self.length - sent)
+            if n == 0:
+                break
+            sent += n
+        return sent
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    bytes: int
+    batches: int
+
+
+class Log:
+    """A partition log. Open with `Log.open(dir, config, fs=...)`."""
+
+    def __init__(self, directory: Path, config: LogConfig, fs: FS):
+        self.dir = directory
+        self.config = config
+        self.fs = fs
+        self.topic, self.partition = parse_topic_partition(directory.name)
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.log_start_offset = 0
+        self.high_watermark = 0
+        self.recovery_point = 0
+        self.leader_epoch_cache = LeaderEpochCache(fs, directory / LEADER_EPOCH_CHECKPOINT)
+        self.recovery_report: list[str] = []
+        self.unflushed_messages = 0
+        self.last_flush_ms: int | None = None
+        self.dir_dirty = False  # directory entries changed since the last dir fsync
+        self.closed = False
+        self.first_dirty_offset = 0  # the log cleaner's position (cleaner-offset-checkpoint)
+        self.on_truncation: Callable[[Log], None] | None = None  # checkpoints recovery points
+        self._retired: deque[FileHandle] = deque()
+
+    # ------------------------------------------------------------------ open
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig | None = None,
+        fs: FS | None = None,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int | None = None,
+        now_ms: int = 0,
+    ) -> Log:
+        """Open (creating if needed) and recover a log directory.
+
+        Segments at or after `recovery_point` are rescanned: every batch is validated and a
+        torn or corrupt tail is truncated; indexes missing or corrupt anywhere are rebuilt."""
+        log = cls(directory, config or LogConfig(), fs or RealFS())
+        log.fs.makedirs(directory)
+        log._load(recovery_point, log_start_offset, now_ms)
+        hw = log.log_start_offset if high_watermark is None else high_watermark
+        log.high_watermark = min(max(hw, log.log_start_offset), log.log_end_offset)
+        log.last_flush_ms = now_ms
+        return log
+
+    def _load(self, recovery_point: int, log_start_offset: int, now_ms: int) -> None:
+        fs, d = self.fs, self.dir
+        self._remove_temp_files()
+        self._complete_swaps()
+        bases = sorted(
+            b
+            for name in fs.listdir(d)
+            if name.endswith(LOG_SUFFIX) and (b := parse_stem(name)) is not None
+        )
+        for name in fs.listdir(d):
+            base = parse_stem(name)
+            if base is not None and base not in bases and not name.endswith(SWAP_END_SUFFIX):
+                fs.remove(d / name)  # an index without its log: deleting indexes is safe
+        recovered = False
+        expected = 0
+        for i, base in enumerate(bases):
+            seg = LogSegment(fs, d, base, self.config, created_ms=now_ms)
+            next_base = bases[i + 1] if i + 1 < len(bases) else None
+            needs_recovery = recovered or next_base is None or next_base > recovery_point
+            if not needs_recovery:
+                seg.durable_size = seg.size
+                try:
+                    seg.load()
+                    if seg.rebuilt_index_reason:
+                        self.recovery_report.append(f"rebuilt index: {seg.rebuilt_index_reason}")
+                except CorruptRecordError as e:
+                    self.recovery_report.append(f"segment below the recovery point is bad: {e}")
+                    needs_recovery = True
+            bad_tail = False
+            if needs_recovery:
+                before = seg.size
+                truncated = seg.recover(expected)
+                recovered = True
+                if truncated:
+                    bad_tail = True
+                    self.recovery_report.append(
+                        f"{seg.log_path.name}: truncated {truncated} of {before} bytes at "
+                        f"position {seg.size} (torn or corrupt tail)"
+                    )
+            if bad_tail and seg.size == 0 and self.segments:
+                seg.close()
+                self._delete_segment_files(base)
+            else:
+                self._add_segment(seg)
+                expected = seg.next_offset
+            if bad_tail:
+                for later in bases[i + 1 :]:
+                    self._delete_segment_files(later)
+                    self.recovery_report.append(f"deleted segment {file_stem(later)} after it")
+                break
+        if not self.segments:
+            start = max(log_start_offset, 0)
+            self._add_segment(self._new_segment(start, now_ms))
+            self.dir_dirty = True
+        self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.first_dirty_offset = self.log_start_offset
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self.recovery_point = min(recovery_point, self.log_end_offset)
+        if recovered or self.dir_dirty:
+            self.flush()
+
+    def _remove_temp_files(self) -> None:
+        for name in self.fs.listdir(self.dir):
+            if name.endswith(TEMP_SUFFIXES):
+                self.fs.remove(self.dir / name)
+                self.dir_dirty = True
+
+    def _complete_swaps(self) -> None:
+        """Finish a compaction swap interrupted by a crash (see `cleaner`): a `.log.swap` is
+        complete by construction; the `.swap-end` file says which old segments it replaces."""
+        fs, d = self.fs, self.dir
+        for name in fs.listdir(d):
+            if name.endswith(SWAP_END_SUFFIX) and not fs.exists(
+                d / name.replace(SWAP_END_SUFFIX, LOG_SUFFIX + SWAP_SUFFIX)
+            ):
+                fs.remove(d / name)
+        for name in fs.listdir(d):
+            if not name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+                continue
+            base = parse_stem(name)
+            end_path = d / (file_stem(base or 0) + SWAP_END_SUFFIX)
+            if base is None or not fs.exists(end_path):
+                raise StoreError(f"{d / name}: swap file without its {SWAP_END_SUFFIX} record")
+            end = int(read_whole(fs, end_path).decode().strip())
+            replace_swapped(fs, d, base, end)
+            self.recovery_report.append(f"completed compaction swap of {file_stem(base)}")
+
+    def _delete_segment_files(self, base: int) -> None:
+        stem = file_stem(base)
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            path = self.dir / (stem + suffix)
+            if self.fs.exists(path):
+                self.fs.remove(path)
+        self.dir_dirty = True
+
+    def _new_segment(self, base_offset: int, now_ms: int) -> LogSegment:
+        stem = file_stem(base_offset)
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            path = self.dir / (stem + suffix)
+            if self.fs.exists(path):
+                self.fs.remove(path)
+        return LogSegment(self.fs, self.dir, base_offset, self.config, created_ms=now_ms)
+
+    def _add_segment(self, seg: LogSegment) -> None:
+        self.segments.append(seg)
+        self._bases.append(seg.base_offset)
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        """Every offset below this one is on stable storage."""
+        return self.recovery_point
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def durable_positions(self) -> dict[Path, int]:
+        """For each segment file, how many of its bytes were fsynced: a nemesis may truncate the
+        files to these sizes to simulate losing the page cache."""
+        return {s.log_path: s.durable_size for s in self.segments}
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise LogClosedError(f"log {self.dir} is closed")
+
+    # ------------------------------------------------------------------ append
+
+    def append_as_leader(
+        self, records: Buf, leader_epoch: int, *, now_ms: int | None = None
+    ) -> tuple[int, int]:
+        """Validate the produced batch(es), assign offsets from the log end offset and stamp
+        `leader_epoch`; write the bytes verbatim otherwise. Returns (first, last) offset."""
+        self._check_open()
+        headers = validate_produced(records, self.config.max_message_bytes)
+        latest = self.leader_epoch_cache.latest_epoch
+        if latest is not None and leader_epoch < latest:
+            raise StoreError(
+                f"append with leader epoch {leader_epoch} below the log's latest epoch {latest}"
+            )
+        offset = first = self.log_end_offset
+        mv = memoryview(records)
+        pieces: list[Buf] = []
+        assigned: list[BatchHeader] = []
+        pos = 0
+        for h in headers:
+            pieces.append(PREFIX.pack(offset, h.batch_length, leader_epoch))
+            pieces.append(mv[pos + PREFIX_END : pos + h.size])
+            assigned.append(h._replace(base_offset=offset, partition_leader_epoch=leader_epoch))
+            offset += h.last_offset_delta + 1
+            pos += h.size
+        self._append(assigned, pieces, pos, now_ms)
+        return first, offset - 1
+
+    def append_as_follower(self, records: Buf, *, now_ms: int | None = None) -> tuple[int, int]:
+        """Append replicated batches keeping their offsets and epochs. The first batch must start
+        at the log end offset; offsets must ascend. A trailing partial batch (a fetch cut by
+        max bytes) is ignored, as Kafka does. Returns (first, last) offset; last < first when no
+        complete batch was given."""
+        self._check_open()
+        if not records:
+            raise NonContiguousOffsetError("empty records in a follower append")
+        headers: list[BatchHeader] = []
+        expected = self.log_end_offset
+        total = 0
+        for pos, h in iter_headers(records, validate=True):
+            if (not headers and h.base_offset != expected) or h.base_offset < expected:
+                raise NonContiguousOffsetError(
+                    f"follower batch at offset {h.base_offset} does not follow offset {expected} "
+                    f"(log end offset {self.log_end_offset})"
+                )
+            if h.size > max(self.config.max_message_bytes, self.config.segment_bytes):
+                raise RecordTooLargeError(f"replicated batch of {h.size} bytes is too large")
+            headers.append(h)
+            expected = h.next_offset
+            total = pos + h.size
+        if len(records) - total >= HEADER_SIZE:
+            parse_header(records, total)  # a trailing partial batch is fine, a bad header is not
+        if not headers:
+            return self.log_end_offset, self.log_end_offset - 1
+        if total != len(records):
+            records = memoryview(records)[:total]
+        self._append(headers, [records], total, now_ms)
+        return headers[0].base_offset, headers[-1].last_offset
+
+    def _append(
+        self, headers: Sequence[BatchHeader], pieces: Sequence[Buf], nbytes: int, now_ms: int | None
+    ) -> None:
+        if self.active_segment.should_roll(nbytes, headers[-1].last_offset, now_ms):
+            self.roll(now_ms if now_ms is not None else self.active_segment.created_ms)
+        cache = self.leader_epoch_cache
+        for h in headers:
+            if h.partition_leader_epoch >= 0 and h.partition_leader_epoch != cache.latest_epoch:
+                cache.assign(h.partition_leader_epoch, h.base_offset)
+        self.active_segment.append(headers, pieces, nbytes)
+        self.unflushed_messages += sum(h.records_count for h in headers)
+        if self.unflushed_messages >= self.config.flush_messages:
+            self.flush()
+        elif now_ms is not None:
+            self.maybe_flush(now_ms)
+
+    def roll(self, now_ms: int) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op if the active one is empty).
+
+        As Kafka does after a roll, the old segment is flushed, so every inactive segment is
+        durable and the recovery point is at least the new segment's base offset."""
+        self._check_open()
+        active = self.active_segment
+        if active.size == 0:
+            return active
+        for seg in self.segments:
+            if seg.durable_size != seg.size or seg.next_offset > self.recovery_point:
+                seg.flush()
+        if self.dir_dirty:
+            self.fs.fsync_dir(self.dir)
+        self.recovery_point = max(self.recovery_point, active.next_offset)
+        seg = self._new_segment(self.log_end_offset, now_ms)
+        self._add_segment(seg)
+        self.dir_dirty = True
+        return seg
+
+    def maybe_roll(self, now_ms: int) -> bool:
+        """Roll the active segment if segment.ms has passed (call periodically)."""
+        if self.active_segment.should_roll(0, self.log_end_offset, now_ms):
+            self.roll(now_ms)
+            return True
+        return False
+
+    # ------------------------------------------------------------------ flush
+
+    def flush(self, now_ms: int | None = None) -> None:
+        """fsync every segment with unflushed bytes, their indexes and (if entries changed) the
+        directory; then the recovery point is the log end offset."""
+        self._check_open()
+        for seg in self.segments:
+            if seg.durable_size != seg.size or seg.next_offset > self.recovery_point:
+                seg.flush()
+        if self.dir_dirty:
+            self.fs.fsync_dir(self.dir)
+            self.dir_dirty = False
+        self.recovery_point = self.log_end_offset
+        self.unflushed_messages = 0
+        if now_ms is not None:
+            self.last_flush_ms = now_ms
+
+    def maybe_flush(self, now_ms: int) -> bool:
+        """Apply flush.ms: flush if that long has passed since the last flush."""
+        if self.last_flush_ms is None:
+            self.last_flush_ms = now_ms
+        if self.recovery_point < self.log_end_offset and (
+            now_ms - self.last_flush_ms >= self.config.flush_ms
+        ):
+            self.flush(now_ms)
+            return True
+        return False
+
+    # ------------------------------------------------------------------ read
+
+    def _out_of_range(self, what: str, offset: int) -> OffsetOutOfRangeError:
+        return OffsetOutOfRangeError(
+            f"{what} offset {offset} is out of range for {self.dir.name}: log start offset "
+            f"{self.log_start_offset}, log end offset {self.log_end_offset}",
+            offset=offset,
+            log_start_offset=self.log_start_offset,
+            log_end_offset=self.log_end_offset,
+        )
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        *,
+        min_one_message: bool = True,
+    ) -> FileRegion:
+        """Whole batches from the batch holding `start_offset`, from one segment: at most
+        `max_bytes` (at least one batch if `min_one_message`), only batches entirely below
+        `max_offset` (the high watermark for consumers, None for followers)."""
+        self._check_open()
+        leo = self.log_end_offset
+        if start_offset < self.log_start_offset or start_offset > leo:
+            raise self._out_of_range("read", start_offset)
+        i = max(0, bisect_right(self._bases, start_offset) - 1)
+        if start_offset < leo and (max_offset is None or start_offset < max_offset):
+            for seg in self.segments[i:]:
+                found = seg.translate_offset(start_offset)
+                if found is None:
+                    continue
+                position = found[0]
+                end = seg.region_end(position, max_bytes, max_offset, min_one_message)
+                return FileRegion(seg.log_path, seg.file, position, end - position)
+        active = self.active_segment
+        return FileRegion(active.log_path, active.file, active.size, 0)
+
+    def read_bytes(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        *,
+        verify: bool = True,
+        min_one_message: bool = True,
+    ) -> bytes:
+        """`read` into memory; with `verify`, every batch's CRC is checked again (pair check)."""
+        region = self.read(start_offset, max_bytes, max_offset, min_one_message=min_one_message)
+        data = region.read_bytes()
+        if verify:
+            for pos, _ in iter_headers(data, validate=False):
+                where = f"{region.path}: position {region.position + pos}: "
+                validate_batch(data, pos, where=where)
+        return data
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= `timestamp_ms`, or None
+        (ListOffsets by timestamp)."""
+        self._check_open()
+        for seg in self.segments:
+            if seg.max_timestamp < timestamp_ms or seg.size == 0:
+                continue
+            start_offset = max(seg.time_index.lookup(timestamp_ms), self.log_start_offset)
+            start = seg.index.lookup(start_offset)[1]
+            for position, header in seg.headers_from(start):
+                if header.max_timestamp < timestamp_ms or header.last_offset < start_offset:
+                    continue
+                data = read_exact(seg.file, position, header.size)
+                for record in decode_records(data, validate_batch(data)):
+                    if record.timestamp >= timestamp_ms and record.offset >= self.log_start_offset:
+                        return record.offset, record.timestamp
+        return None
+
+    # ------------------------------------------------------------------ high watermark, epochs
+
+    def update_high_watermark(self, high_watermark: int) -> int:
+        """Set the high watermark (clamped to [log_start_offset, log_end_offset])."""
+        self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
+        return self.high_watermark
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        return self.leader_epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
+
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """DeleteRecords / retention: raise the log start offset (never above the HW)."""
+        self._check_open()
+        offset = min(offset, self.high_watermark)
+        if offset <= self.log_start_offset:
+            return False
+        self.log_start_offset = offset
+        self.first_dirty_offset = max(self.first_dirty_offset, offset)
+        self.leader_epoch_cache.truncate_from_start(offset)
+        return True
+
+    # ------------------------------------------------------------------ truncation
+
+    def truncate_to(self, offset: int) -> bool:
+        """Follower truncation: remove every batch that holds an offset >= `offset` (a batch
+        straddling `offset` goes entirely). Durable before it returns. True if anything went."""
+        self._check_open()
+        if offset < 0:
+            raise self._out_of_range("truncation", offset)
+        if offset >= self.log_end_offset:
+            return False
+        if offset < self.segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        while len(self.segments) > 1 and self.active_segment.base_offset >= offset:
+            self._retire(self.segments.pop())
+            self._bases.pop()
+        active = self.active_segment
+        active.truncate_to(offset)
+        active.flush()
+        self.fs.fsync_dir(self.dir)
+        self.dir_dirty = False
+        self._after_truncation()
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start empty at `offset` (a follower far behind the leader's
+        log start offset)."""
+        self._check_open()
+        if offset < 0:
+            raise self._out_of_range("truncation", offset)
+        for seg in self.segments:
+            self._retire(seg)
+        self.segments.clear()
+        self._bases.clear()
+        self._add_segment(self._new_segment(offset, self._now_hint()))
+        self.active_segment.flush()
+        self.fs.fsync_dir(self.dir)
+        self.dir_dirty = False
+        self.log_start_offset = offset
+        self.first_dirty_offset = offset
+        self.leader_epoch_cache.clear()
+        self._after_truncation()
+
+    def _now_hint(self) -> int:
+        return self.active_segment.created_ms if self.segments else 0
+
+    def _after_truncation(self) -> None:
+        leo = self.log_end_offset
+        self.log_start_offset = min(self.log_start_offset, leo)
+        self.recovery_point = min(self.recovery_point, leo)
+        self.high_watermark = min(self.high_watermark, leo)
+        self.first_dirty_offset = min(max(self.first_dirty_offset, self.log_start_offset), leo)
+        self.leader_epoch_cache.truncate_from_end(leo)
+        if self.on_truncation is not None:
+            self.on_truncation(self)
+
+    def _retire(self, seg: LogSegment) -> None:
+        """Delete a segment's files; keep its handle open a while for in-flight reads."""
+        seg.delete_files()
+        seg.closed = True
+        self._retired.append(seg.file)
+        while len(self._retired) > RETIRED_HANDLES_MAX:
+            self._retired.popleft().close()
+        self.dir_dirty = True
+
+    # ------------------------------------------------------------------ retention
+
+    def delete_old_segments(self, now_ms: int) -> int:
+        """Retention: delete the oldest inactive segments that are entirely below the high
+        watermark and are past retention.ms, over retention.bytes, or below the log start
+        offset. Advances the log start offset. Returns the number of segments deleted."""
+        self._check_open()
+        cfg = self.config
+        size = self.size_bytes
+        deletable = 0
+        for i, seg in enumerate(self.segments[:-1]):
+            upper = self.segments[i + 1].base_offset
+            if upper > self.high_watermark:
+                break
+            by_start = upper <= self.log_start_offset
+            by_time = cfg.delete and cfg.retention_ms >= 0 and (
+                now_ms - seg.max_timestamp > cfg.retention_ms
+            )
+            by_size = cfg.delete and cfg.retention_bytes >= 0 and (
+                size - seg.size >= cfg.retention_bytes
+            )
+            if not (by_start or by_time or by_size):
+                break
+            size -= seg.size
+            deletable += 1
+        if deletable:
+            self.delete_segments(deletable)
+        return deletable
+
+    def delete_segments(self, count: int) -> None:
+        """Delete the `count` oldest segments (never the active one)."""
+        count = min(count, len(self.segments) - 1)
+        if count <= 0:
+            return
+        new_start = self.segments[count].base_offset
+        if new_start > self.log_start_offset:
+            self.log_start_offset = new_start
+            self.leader_epoch_cache.truncate_from_start(new_start)
+        for seg in self.segments[:count]:
+            self._retire(seg)
+        del self.segments[:count]
+        del self._bases[:count]
+        self.first_dirty_offset = max(self.first_dirty_offset, self.log_start_offset)
+        self.recovery_point = max(self.recovery_point, self.log_start_offset)
+        self.fs.fsync_dir(self.dir)
+        self.dir_dirty = False
+
+    def replace_segments(self, old: Sequence[LogSegment], new: LogSegment) -> None:
+        """Swap in a cleaned segment for consecutive old ones (files already swapped on disk)."""
+        i = self.segments.index(old[0])
+        j = i + len(old)
+        if self.segments[i:j] != list(old):
+            raise StoreError("segments to replace are not consecutive in the log")
+        for seg in old:
+            seg.close_handle_only()
+            self._retired.append(seg.file)
+        while len(self._retired) > RETIRED_HANDLES_MAX:
+            self._retired.popleft().close()
+        self.segments[i:j] = [new]
+        self._bases[i:j] = [new.base_offset]
+
+    # ------------------------------------------------------------------ close
+
+    def close(self) -> None:
+        """Flush and release every handle."""
+        if self.closed:
+            return
+        self.flush()
+        for seg in self.segments:
+            seg.close()
+        for handle in self._retired:
+            handle.close()
+        self._retired.clear()
+        self.closed = True
+
+    def abandon(self) -> None:
+        """Drop the in-memory log without writing anything (after a simulated crash)."""
+        self.closed = True
+
+    def max_timestamp(self) -> int:
+        return max((s.max_timestamp for s in self.segments), default=NO_TIMESTAMP)
+
+
+def replace_swapped(fs: FS, directory: Path, base: int, end: int) -> None:
+    """Commit a compaction swap: remove the old segments in [base, end), then move the swap
+    file into place. Idempotent: safe to rerun after a crash at any step."""
+    for name in fs.listdir(directory):
+        b = parse_stem(name)
+        if b is None or not base <= b < end:
+            continue
+        if name.endswith((LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)) and not (
+            b == base and name.endswith(LOG_SUFFIX)
+        ):
+            fs.remove(directory / name)
+    stem = file_stem(base)
+    fs.rename(directory / (stem + LOG_SUFFIX + SWAP_SUFFIX), directory / (stem + LOG_SUFFIX))
+    fs.fsync_dir(directory)
+    fs.remove(directory / (stem + SWAP_END_SUFFIX))
+    fs.fsync_dir(directory)

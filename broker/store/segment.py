@@ -1,0 +1,378 @@
+"""One log segment: `<base>.log` (batches verbatim) with its `.index` and `.timeindex`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from broker.store.batch import (
+    HEADER,
+    HEADER_SIZE,
+    NO_TIMESTAMP,
+    BatchHeader,
+    check_crc,
+    check_header,
+)
+from broker.store.config import LogConfig
+from broker.store.errors import CorruptIndexError, CorruptRecordError, StoreError
+from broker.store.fs import FS, Buf, FileHandle, read_exact
+from broker.store.index import OffsetIndex, TimeIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+DELETED_SUFFIX = ".deleted"
+
+SCAN_WINDOW = 4 * 1024 * 1024  # bytes read at a time when scanning a segment
+HEADER_WINDOW = 16 * 1024  # bytes read at a time when walking headers
+
+
+def file_stem(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+def parse_stem(name: str) -> int | None:
+    stem = name.split(".", 1)[0]
+    if len(stem) != 20 or not stem.isdigit():
+        return None
+    return int(stem)
+
+
+class LogSegment:
+    """Appends batches, maps offsets to positions, recovers and truncates itself.
+
+    Positions and sizes are tracked in memory; the file handle is written with appends only."""
+
+    def __init__(
+        self,
+        fs: FS,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        *,
+        created_ms: int,
+        suffix: str = "",
+    ):
+        self.fs = fs
+        self.dir = directory
+        self.base_offset = base_offset
+        self.config = config
+        self.created_ms = created_ms
+        stem = file_stem(base_offset)
+        self.log_path = directory / (stem + LOG_SUFFIX + suffix)
+        self.index_path = directory / (stem + INDEX_SUFFIX + suffix)
+        self.time_index_path = directory / (stem + TIME_INDEX_SUFFIX + suffix)
+        self.file: FileHandle = fs.open(self.log_path, create=True)
+        self.size = self.file.size()
+        self.durable_size = 0
+        entries_max = config.index_entries_max
+        self.index = OffsetIndex(fs, self.index_path, base_offset, entries_max)
+        self.time_index = TimeIndex(fs, self.time_index_path, base_offset, entries_max // 2 + 1)
+        self.next_offset = base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = base_offset
+        self.rolling_base_ms: int | None = None  # max timestamp of the first batch
+        self.bytes_since_last_index_entry = 0
+        self.rebuilt_index_reason: str | None = None
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path.name}, size={self.size}, next={self.next_offset})"
+
+    # ------------------------------------------------------------------ append
+
+    def append(self, headers: Sequence[BatchHeader], pieces: Sequence[Buf], nbytes: int) -> None:
+        """Append already-validated batches (offsets assigned) given as write pieces."""
+        position = self.size
+        interval = self.config.index_interval_bytes
+        for h in headers:
+            if self.bytes_since_last_index_entry > interval:
+                self.index.append(h.last_offset, position)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self.bytes_since_last_index_entry = 0
+            self.bytes_since_last_index_entry += h.size
+            position += h.size
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp = h.max_timestamp
+                self.offset_of_max_timestamp = h.last_offset
+            if self.rolling_base_ms is None:
+                self.rolling_base_ms = h.max_timestamp
+        self.size = self.file.append(pieces)
+        if self.size != position:
+            raise StoreError(f"{self.log_path}: size {self.size} after append, expected {position}")
+        self.next_offset = headers[-1].next_offset
+
+    def should_roll(self, nbytes: int, last_offset: int, now_ms: int | None) -> bool:
+        if self.size == 0:
+            return False
+        cfg = self.config
+        if self.size + nbytes > cfg.segment_bytes:
+            return True
+        if self.index.is_full or self.time_index.is_full:
+            return True
+        if last_offset - self.base_offset > 2**31 - 1:
+            return True
+        return now_ms is not None and now_ms - self.roll_base_ms() > cfg.segment_ms
+
+    def roll_base_ms(self) -> int:
+        base = self.rolling_base_ms
+        return base if base is not None and base >= 0 else self.created_ms
+
+    # ------------------------------------------------------------------ headers
+
+    def header_at(self, position: int) -> BatchHeader:
+        data = read_exact(self.file, position, HEADER_SIZE)
+        if len(data) < HEADER_SIZE:
+            raise CorruptRecordError(
+                f"{self.log_path}: truncated batch header at position {position}"
+            )
+        header = BatchHeader._make(HEADER.unpack_from(data))
+        check_header(header, position, where=f"{self.log_path}: ")
+        return header
+
+    def headers_from(
+        self, position: int, end: int | None = None
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch from `position` (a batch start) up to `end`."""
+        end = self.size if end is None else min(end, self.size)
+        where = f"{self.log_path}: "
+        window = b""
+        window_start = position
+        while position < end:
+            rel = position - window_start
+            if rel < 0 or rel + HEADER_SIZE > len(window):
+                window_start = position
+                window = read_exact(self.file, position, min(HEADER_WINDOW, self.size - position))
+                rel = 0
+                if len(window) < HEADER_SIZE:
+                    raise CorruptRecordError(
+                        f"{where}truncated batch header at position {position}"
+                    )
+            header = BatchHeader._make(HEADER.unpack_from(window, rel))
+            check_header(header, position, where=where)
+            if position + header.size > self.size:
+                raise CorruptRecordError(
+                    f"{where}batch at position {position} needs {header.size} bytes; the segment "
+                    f"ends at {self.size}"
+                )
+            yield position, header
+            position += header.size
+
+    def batches(self, *, validate: bool = True) -> Iterator[tuple[int, BatchHeader, bytes]]:
+        """(position, header, batch bytes) of every batch, CRC-checked by default."""
+        where = f"{self.log_path}: "
+        position = 0
+        size = self.size
+        while position < size:
+            want = min(max(SCAN_WINDOW, HEADER_SIZE), size - position)
+            window = read_exact(self.file, position, want)
+            rel = 0
+            progressed = False
+            while len(window) - rel >= HEADER_SIZE:
+                header = BatchHeader._make(HEADER.unpack_from(window, rel))
+                check_header(header, position + rel, where=where)
+                if rel + header.size > len(window):
+                    if position + rel + header.size > size:
+                        raise CorruptRecordError(
+                            f"{where}batch at position {position + rel} needs {header.size} "
+                            f"bytes; the segment ends at {size}"
+                        )
+                    if rel == 0:  # one batch larger than the window: read it whole
+                        window = read_exact(self.file, position, header.size)
+                        continue
+                    break
+                if validate:
+                    check_crc(window, rel, header, where=f"{where}position {position + rel}: ")
+                yield position + rel, header, window[rel : rel + header.size]
+                rel += header.size
+                progressed = True
+            if not progressed and rel == 0:
+                raise CorruptRecordError(f"{where}truncated batch at position {position}")
+            position += rel
+
+    def translate_offset(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """The first batch whose last offset >= `offset`, as (position, header)."""
+        indexed, start = self.index.lookup(offset)
+        batches = self.headers_from(start)
+        if start > 0:
+            try:
+                position, header = next(batches)
+            except (CorruptRecordError, StopIteration):
+                header = None
+            if header is None or header.last_offset != indexed:
+                raise CorruptIndexError(
+                    f"{self.index_path}: entry for offset {indexed} points at position {start}, "
+                    f"which holds no batch ending at that offset; delete the index files to "
+                    f"rebuild them"
+                )
+            if header.last_offset >= offset:
+                return position, header
+        for position, header in batches:
+            if header.last_offset >= offset:
+                return position, header
+        return None
+
+    def region_end(self, start: int, max_bytes: int, max_offset: int | None, min_one: bool) -> int:
+        """End position of a read starting at batch position `start`, cut at batch boundaries:
+        at most `max_bytes` (but one whole batch if `min_one`), only batches below `max_offset`."""
+        limit = self.size
+        if max_offset is not None and max_offset < self.next_offset:
+            found = self.translate_offset(max_offset)
+            if found is not None:
+                limit = found[0]
+        if limit <= start:
+            return start
+        first = self.header_at(start)
+        if first.size > max_bytes:
+            return start + first.size if min_one and start + first.size <= limit else start
+        byte_limit = min(limit, start + max_bytes)
+        scan_from = max(start, self.index.lookup_position(byte_limit))
+        end = scan_from
+        for position, header in self.headers_from(scan_from, byte_limit):
+            if position + header.size > byte_limit:
+                break
+            end = position + header.size
+        return end
+
+    # ------------------------------------------------------------------ open / recover
+
+    def load(self) -> None:
+        """Open an existing, previously flushed segment: load its indexes (rebuilding them if
+        missing or corrupt), then walk the headers after the last time-index entry to find the
+        end offset and the largest timestamp. Raises CorruptRecordError if a header is bad."""
+        try:
+            if not (self.fs.exists(self.index_path) and self.fs.exists(self.time_index_path)):
+                raise CorruptIndexError(f"{self.index_path}: missing")
+            self.index.load()
+            self.time_index.load()
+            self.index.sanity_check(max(self.size, 1), 2**63 - 1)
+            self._scan(from_index=True)
+            self.time_index.sanity_check(self.next_offset)
+            self.index.sanity_check(max(self.size, 1), self.next_offset)
+        except CorruptIndexError as e:
+            self.rebuilt_index_reason = str(e)
+            self.index.reset()
+            self.time_index.reset()
+            self._scan(from_index=False)
+            self.index.write_pending()
+            self.time_index.write_pending()
+
+    def _scan(self, *, from_index: bool) -> None:
+        """Walk headers to set next_offset and timestamps; rebuild the indexes unless from_index
+        (then start at the batch holding the last time-index entry: everything before it is
+        already summarised by that entry)."""
+        start = 0
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = self.base_offset
+        if from_index and len(self.time_index):
+            self.max_timestamp = self.time_index.keys[-1]
+            self.offset_of_max_timestamp = self.time_index.values[-1]
+            start = self.index.lookup(self.offset_of_max_timestamp)[1]
+        self.next_offset = self.base_offset
+        self.rolling_base_ms = self.header_at(0).max_timestamp if self.size else None
+        self.bytes_since_last_index_entry = 0
+        interval = self.config.index_interval_bytes
+        for position, h in self.headers_from(start):
+            if not from_index and self.bytes_since_last_index_entry > interval:
+                self.index.append(h.last_offset, position)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self.bytes_since_last_index_entry = 0
+            self.bytes_since_last_index_entry += h.size
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp = h.max_timestamp
+                self.offset_of_max_timestamp = h.last_offset
+            self.next_offset = h.next_offset
+        last_indexed = self.index.values[-1] if len(self.index) else 0
+        self.bytes_since_last_index_entry = self.size - last_indexed
+
+    def recover(self, next_expected: int) -> int:
+        """Validate every batch (header, CRC, offsets ascending from `next_expected`), rebuild
+        both indexes, truncate at the first bad byte. Returns the number of bytes truncated."""
+        self.index.reset()
+        self.time_index.reset()
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = self.base_offset
+        self.rolling_base_ms = None
+        self.bytes_since_last_index_entry = 0
+        self.next_offset = self.base_offset
+        valid_end = 0
+        expected = max(next_expected, self.base_offset)
+        interval = self.config.index_interval_bytes
+        try:
+            for position, h, _ in self.batches(validate=True):
+                if h.base_offset < expected:
+                    raise CorruptRecordError(
+                        f"{self.log_path}: batch at position {position} has baseOffset "
+                        f"{h.base_offset} below the expected {expected}"
+                    )
+                if self.bytes_since_last_index_entry > interval:
+                    self.index.append(h.last_offset, position)
+                    self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                    self.bytes_since_last_index_entry = 0
+                self.bytes_since_last_index_entry += h.size
+                if h.max_timestamp > self.max_timestamp:
+                    self.max_timestamp = h.max_timestamp
+                    self.offset_of_max_timestamp = h.last_offset
+                if self.rolling_base_ms is None:
+                    self.rolling_base_ms = h.max_timestamp
+                expected = self.next_offset = h.next_offset
+                valid_end = position + h.size
+        except CorruptRecordError:
+            pass
+        truncated = self.size - valid_end
+        if truncated:
+            self.file.truncate(valid_end)
+            self.size = valid_end
+        self.durable_size = min(self.durable_size, self.size)
+        self.index.write_pending()
+        self.time_index.write_pending()
+        return truncated
+
+    # ------------------------------------------------------------------ truncate / flush / close
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset >= `offset`. Returns bytes removed."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        position = found[0]
+        removed = self.size - position
+        self.index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.file.truncate(position)
+        self.size = position
+        self.durable_size = min(self.durable_size, position)
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = self.base_offset
+        if position == 0:
+            self.rolling_base_ms = None
+        self._scan(from_index=True)
+        return removed
+
+    def flush(self) -> None:
+        self.index.flush()
+        self.time_index.flush()
+        self.file.fsync()
+        self.durable_size = self.size
+
+    def close(self) -> None:
+        if not self.closed:
+            self.index.write_pending()
+            self.time_index.write_pending()
+            self.file.close()
+            self.closed = True
+
+    def close_handle_only(self) -> None:
+        if not self.closed:
+            self.file.close()
+            self.closed = True
+
+    def paths(self) -> tuple[Path, Path, Path]:
+        return self.log_path, self.index_path, self.time_index_path
+
+    def delete_files(self) -> None:
+        for path in self.paths():
+            if self.fs.exists(path):
+                self.fs.remove(path)
