@@ -1,0 +1,60 @@
+"""Protocol configuration: Kafka's settings that the core obeys, and the historic-bug switches.
+
+The default `ProtocolConfig()` is the fixed ZooKeeper-era protocol (Kafka 2.1-2.6 with the
+fixes named in each switch). A switch set to True re-introduces exactly one historic bug, so
+the checkers can show they find it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+
+
+@dataclass(frozen=True, slots=True)
+class Bugs:
+    """Historic Kafka replication bugs, each switchable back on (see BUG_CATALOGUE)."""
+
+    truncate_to_hw: bool = False
+    kip101_only: bool = False
+    no_fetch_epoch_fencing: bool = False
+    unfenced_truncation: bool = False
+    kip320_first_try: bool = False
+    isr_expand_before_epoch_start: bool = False
+    skip_truncate_same_leader: bool = False
+    no_controller_epoch_check: bool = False
+    no_broker_epoch_check: bool = False
+    hw_over_committed_isr: bool = False
+    offsets_before_epoch_start: bool = False
+
+    def enabled(self) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(self) if getattr(self, f.name))
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolConfig:
+    """Kafka settings the replication core needs (names as in server.properties, snake_case)."""
+
+    min_insync_replicas: int = 2
+    unclean_leader_election_enable: bool = False
+    replica_lag_time_max_ms: int = 30_000
+    replica_fetch_backoff_ms: int = 1_000
+    replica_fetch_wait_max_ms: int = 500
+    request_timeout_ms: int = 30_000
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    max_idempotent_batches: int = 5
+    bugs: Bugs = field(default_factory=Bugs)
+
+    def __post_init__(self) -> None:
+        if self.min_insync_replicas < 1:
+            raise ValueError("min.insync.replicas must be at least 1")
+        for name in ("replica_lag_time_max_ms", "replica_fetch_backoff_ms", "request_timeout_ms"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
+        if self.max_idempotent_batches < 1:
+            raise ValueError("max_idempotent_batches must be at least 1")
+
+    def with_bug(self, name: str) -> ProtocolConfig:
+        if name not in {f.name for f in fields(Bugs)}:
+            raise ValueError(f"unknown bug switch {name!r}")
+        return replace(self, bugs=replace(self.bugs, **{name: True}))

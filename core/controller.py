@@ -1,0 +1,399 @@
+"""The controller role (ZooKeeper era): one broker at a time, fenced by the controller epoch.
+
+Kafka's `KafkaController` with its `PartitionStateMachine` and `ReplicaStateMachine`, reduced to
+what replication needs. ZooKeeper is reached only through effects; what ZooKeeper answers comes
+back as events. Elections with more than one candidate are a `Choose` effect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from core import effects as fx
+from core.config import ProtocolConfig
+from core.events import PartitionSnapshot
+from core.messages import (
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
+from core.rules.election import controlled_shutdown_leader, offline_leader, preferred_leader
+from core.types import (
+    NO_LEADER,
+    Errors,
+    LeaderIsr,
+    LiveBroker,
+    PartitionInfo,
+    TopicPartition,
+    require,
+)
+
+Effects = list[fx.Effect]
+
+REBALANCE_TIMER: tuple[object, ...] = ("rebalance",)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionContext:
+    tp: TopicPartition
+    assignment: tuple[int, ...]
+    state: LeaderIsr | None  # as last read from or written to ZooKeeper
+
+
+@dataclass(frozen=True, slots=True)
+class PendingElection:
+    """An election waiting for its `Chosen` answer."""
+
+    key: tuple[object, ...]
+    tp: TopicPartition
+    candidates: tuple[int, ...]
+    unclean: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerState:
+    broker_id: int
+    controller_epoch: int
+    epoch_zk_version: int
+    live: tuple[LiveBroker, ...]  # sorted by broker id
+    partitions: tuple[PartitionContext, ...]  # sorted by tp
+    pending: tuple[PendingElection, ...] = ()
+    shutting_down: tuple[int, ...] = ()
+
+
+# ---------------------------------------------------------------------------------------
+# helpers
+
+
+def _live_ids(c: ControllerState) -> frozenset[int]:
+    return frozenset(b.broker_id for b in c.live)
+
+
+def _broker_epoch(c: ControllerState, broker_id: int) -> int:
+    for b in c.live:
+        if b.broker_id == broker_id:
+            return b.broker_epoch
+    return -1
+
+
+def _context(c: ControllerState, tp: TopicPartition) -> PartitionContext | None:
+    for p in c.partitions:
+        if p.tp == tp:
+            return p
+    return None
+
+
+def _with_context(c: ControllerState, ctx: PartitionContext) -> ControllerState:
+    others = tuple(p for p in c.partitions if p.tp != ctx.tp)
+    return replace(c, partitions=tuple(sorted((*others, ctx), key=lambda p: p.tp)))
+
+
+def _info(ctx: PartitionContext) -> PartitionInfo:
+    require(ctx.state is not None, "partition info for a partition without state")
+    assert ctx.state is not None
+    s = ctx.state
+    return PartitionInfo(ctx.tp, s.leader, s.leader_epoch, s.isr, s.zk_version, ctx.assignment)
+
+
+def _leader_and_isr(
+    c: ControllerState, ctxs: tuple[PartitionContext, ...], to: frozenset[int] | None = None
+) -> Effects:
+    """LeaderAndIsr to every live replica of these partitions (or only to `to`)."""
+    live = _live_ids(c)
+    out: Effects = []
+    for b in sorted(live if to is None else to & live):
+        infos = tuple(
+            _info(p) for p in ctxs if p.state is not None and b in p.assignment
+        )
+        if infos:
+            req = LeaderAndIsrRequest(c.broker_id, c.controller_epoch, _broker_epoch(c, b), infos)
+            out.append(fx.Send(b, req))
+    return out
+
+
+def _update_metadata(c: ControllerState) -> Effects:
+    infos = tuple(_info(p) for p in c.partitions if p.state is not None)
+    return [
+        fx.Send(
+            b.broker_id,
+            UpdateMetadataRequest(c.broker_id, c.controller_epoch, b.broker_epoch, infos, c.live),
+        )
+        for b in c.live
+    ]
+
+
+def _write(
+    c: ControllerState, ctx: PartitionContext, leader: int, isr: tuple[int, ...],
+    cfg: ProtocolConfig,
+) -> Effects:
+    """Propose a new partition state, conditional on the znode version we know and, since
+    KAFKA-6082, on `/controller_epoch` still having the version we got when elected."""
+    old = ctx.state
+    proposed = LeaderIsr(
+        leader=leader,
+        leader_epoch=0 if old is None else old.leader_epoch + 1,
+        isr=isr,
+        controller_epoch=c.controller_epoch,
+        zk_version=0 if old is None else old.zk_version + 1,
+    )
+    fence = None if cfg.bugs.no_controller_epoch_check else c.epoch_zk_version
+    return [
+        fx.ZkWritePartitionState(
+            tp=ctx.tp,
+            proposed=proposed,
+            expected_zk_version=-1 if old is None else old.zk_version,
+            controller_epoch_zk_version=fence,
+            by_controller=True,
+        )
+    ]
+
+
+def _elect(
+    c: ControllerState,
+    ctx: PartitionContext,
+    candidates: tuple[int, ...],
+    unclean: bool,
+    cfg: ProtocolConfig,
+) -> tuple[ControllerState, Effects]:
+    """Elect one of `candidates` (Kafka's order of preference). More than one: ask."""
+    if len(candidates) > 1:
+        key: tuple[object, ...] = ("elect", ctx.tp, c.controller_epoch)
+        if any(p.key == key for p in c.pending):
+            return c, []
+        pending = PendingElection(key, ctx.tp, candidates, unclean)
+        return replace(c, pending=(*c.pending, pending)), [fx.Choose(key, candidates)]
+    return c, _write_election(c, ctx, candidates[0], unclean, cfg)
+
+
+def _write_election(
+    c: ControllerState, ctx: PartitionContext, leader: int, unclean: bool, cfg: ProtocolConfig
+) -> Effects:
+    require(ctx.state is not None, "election for a partition without state")
+    assert ctx.state is not None
+    live = _live_ids(c)
+    if unclean:
+        isr: tuple[int, ...] = (leader,)
+    else:
+        isr = tuple(r for r in ctx.state.isr if r in live and r not in c.shutting_down)
+        if leader not in isr:
+            isr = (leader, *isr)
+    return _write(c, ctx, leader, isr, cfg)
+
+
+def _reconcile(
+    c: ControllerState, ctx: PartitionContext, cfg: ProtocolConfig
+) -> tuple[ControllerState, Effects]:
+    """Bring one partition in line with the live brokers (`onBrokerFailure`,
+    `triggerOnlinePartitionStateChange`, `doRemoveReplicasFromIsr`)."""
+    live = _live_ids(c) - frozenset(c.shutting_down)
+    if ctx.state is None:
+        replicas = tuple(r for r in ctx.assignment if r in live)
+        if not replicas:
+            return c, []  # stays a new partition until a replica is alive
+        return c, _write(c, ctx, replicas[0], replicas, cfg)
+    s = ctx.state
+    if s.leader != NO_LEADER and s.leader in live:
+        isr = tuple(r for r in s.isr if r in live or r == s.leader)
+        if isr == s.isr:
+            return c, []
+        return c, _write(c, ctx, s.leader, isr, cfg)
+    candidates, unclean = offline_leader(
+        ctx.assignment, s.isr, live, cfg.unclean_leader_election_enable
+    )
+    if candidates:
+        return _elect(c, ctx, candidates, unclean, cfg)
+    if s.leader == NO_LEADER:
+        return c, []
+    # The leader died and nobody can take over: no leader, and the ISR keeps its last member
+    # ("last replica standing"); the ISR never becomes empty.
+    isr = tuple(r for r in s.isr if r in live) or s.isr
+    return c, _write(c, ctx, NO_LEADER, isr, cfg)
+
+
+def _reconcile_all(c: ControllerState, cfg: ProtocolConfig) -> tuple[ControllerState, Effects]:
+    out: Effects = []
+    for ctx in c.partitions:
+        c, e = _reconcile(c, ctx, cfg)
+        out += e
+    return c, out
+
+
+# ---------------------------------------------------------------------------------------
+# events
+
+
+def on_elected(
+    broker_id: int,
+    controller_epoch: int,
+    epoch_zk_version: int,
+    live: tuple[LiveBroker, ...],
+    partitions: tuple[PartitionSnapshot, ...],
+    cfg: ProtocolConfig,
+) -> tuple[ControllerState, Effects]:
+    """`onControllerFailover`: take over with what ZooKeeper holds, tell every broker the
+    current state, then repair offline partitions."""
+    c = ControllerState(
+        broker_id=broker_id,
+        controller_epoch=controller_epoch,
+        epoch_zk_version=epoch_zk_version,
+        live=tuple(sorted(live, key=lambda b: b.broker_id)),
+        partitions=tuple(
+            sorted(
+                (PartitionContext(p.tp, p.assignment, p.state) for p in partitions),
+                key=lambda p: p.tp,
+            )
+        ),
+    )
+    out: Effects = _update_metadata(c) + _leader_and_isr(c, c.partitions)
+    c, e = _reconcile_all(c, cfg)
+    out += e
+    if cfg.auto_leader_rebalance_enable:
+        out.append(fx.SetTimer(REBALANCE_TIMER, cfg.leader_imbalance_check_interval_seconds * 1000))
+    return c, out
+
+
+def on_brokers_changed(
+    c: ControllerState, live: tuple[LiveBroker, ...], cfg: ProtocolConfig
+) -> tuple[ControllerState, Effects]:
+    old = set(c.live)
+    new = set(live)
+    started = new - old  # new brokers, and bounced ones (same id, new broker epoch)
+    gone_ids = {b.broker_id for b in old - new} - {b.broker_id for b in new}
+    c = replace(
+        c,
+        live=tuple(sorted(new, key=lambda b: b.broker_id)),
+        shutting_down=tuple(b for b in c.shutting_down if b not in gone_ids),
+    )
+    out: Effects = []
+    if started:
+        # A (re)started broker takes its old replicas back: it learns the current state of
+        # every partition it hosts and starts following.
+        out += _update_metadata(c)
+        out += _leader_and_isr(c, c.partitions, frozenset(b.broker_id for b in started))
+    c, e = _reconcile_all(c, cfg)
+    return c, out + e
+
+
+def on_topics_changed(
+    c: ControllerState, partitions: tuple[PartitionSnapshot, ...], cfg: ProtocolConfig
+) -> tuple[ControllerState, Effects]:
+    out: Effects = []
+    for snap in partitions:
+        if _context(c, snap.tp) is not None:
+            continue
+        ctx = PartitionContext(snap.tp, snap.assignment, snap.state)
+        c = _with_context(c, ctx)
+        c, e = _reconcile(c, ctx, cfg)
+        out += e
+    return c, out
+
+
+def on_isr_changed(
+    c: ControllerState, partitions: tuple[PartitionSnapshot, ...]
+) -> tuple[ControllerState, Effects]:
+    """Leaders changed ISRs: refresh the cache from what was read, tell brokers."""
+    changed = False
+    for snap in partitions:
+        ctx = _context(c, snap.tp)
+        if ctx is None or snap.state is None:
+            continue
+        if ctx.state is None or snap.state.zk_version > ctx.state.zk_version:
+            c = _with_context(c, replace(ctx, state=snap.state))
+            changed = True
+    return c, (_update_metadata(c) if changed else [])
+
+
+def on_chosen(
+    c: ControllerState, key: tuple[object, ...], option: int, cfg: ProtocolConfig
+) -> tuple[ControllerState, Effects]:
+    found = [p for p in c.pending if p.key == key]
+    if not found:
+        return c, []
+    pending = found[0]
+    c = replace(c, pending=tuple(p for p in c.pending if p.key != key))
+    require(0 <= option < len(pending.candidates), "choice outside the offered options")
+    ctx = _context(c, pending.tp)
+    if ctx is None:
+        return c, []
+    return c, _write_election(c, ctx, pending.candidates[option], pending.unclean, cfg)
+
+
+def on_partition_written(
+    c: ControllerState,
+    tp: TopicPartition,
+    proposed: LeaderIsr,
+    ok: bool,
+    fenced: bool,
+    current: LeaderIsr | None,
+    cfg: ProtocolConfig,
+) -> tuple[ControllerState | None, Effects]:
+    """Completion of a controller write. Fenced: we are a zombie controller and resign
+    (returns None). Version conflict: refresh from ZooKeeper and decide again."""
+    if fenced:
+        return None, []
+    ctx = _context(c, tp)
+    if ctx is None:
+        return c, []
+    if not ok:
+        ctx = replace(ctx, state=current)
+        c = _with_context(c, ctx)
+        return _reconcile(c, ctx, cfg)
+    ctx = replace(ctx, state=proposed)
+    c = _with_context(c, ctx)
+    return c, _leader_and_isr(c, (ctx,)) + _update_metadata(c)
+
+
+def on_rebalance_timer(
+    c: ControllerState, cfg: ProtocolConfig
+) -> tuple[ControllerState, Effects]:
+    """Auto leader rebalance: move leadership back to preferred replicas that are in sync."""
+    out: Effects = []
+    live = _live_ids(c) - frozenset(c.shutting_down)
+    for ctx in c.partitions:
+        s = ctx.state
+        if s is None or not ctx.assignment or s.leader == ctx.assignment[0]:
+            continue
+        preferred = preferred_leader(ctx.assignment, s.isr, live)
+        if preferred:
+            out += _write(c, ctx, preferred[0], s.isr, cfg)
+    out.append(fx.SetTimer(REBALANCE_TIMER, cfg.leader_imbalance_check_interval_seconds * 1000))
+    return c, out
+
+
+def on_controlled_shutdown(
+    c: ControllerState, req: ControlledShutdownRequest, cfg: ProtocolConfig
+) -> tuple[ControllerState, Effects]:
+    """Move leadership off a broker that asks to shut down, and take it out of ISRs."""
+    b = req.broker_id
+    if req.broker_epoch != _broker_epoch(c, b):
+        return c, [fx.Send(b, ControlledShutdownResponse(Errors.STALE_BROKER_EPOCH, ()))]
+    if b not in c.shutting_down:
+        c = replace(c, shutting_down=tuple(sorted((*c.shutting_down, b))))
+    out: Effects = []
+    live = _live_ids(c)
+    shutting = frozenset(c.shutting_down)
+    remaining: list[TopicPartition] = []
+    followed: list[TopicPartition] = []
+    for ctx in c.partitions:
+        s = ctx.state
+        if s is None or b not in ctx.assignment:
+            continue
+        if s.leader == b:
+            remaining.append(ctx.tp)
+            candidates = controlled_shutdown_leader(ctx.assignment, s.isr, live, shutting)
+            if candidates:
+                c, e = _elect(c, ctx, candidates, False, cfg)
+                out += e
+        else:
+            followed.append(ctx.tp)
+            if b in s.isr and len(s.isr) > 1:
+                out += _write(c, ctx, s.leader, tuple(r for r in s.isr if r != b), cfg)
+    if followed:
+        stop = StopReplicaRequest(
+            c.broker_id, c.controller_epoch, _broker_epoch(c, b), tuple(followed), False
+        )
+        out.append(fx.Send(b, stop))
+    out.append(fx.Send(b, ControlledShutdownResponse(Errors.NONE, tuple(remaining))))
+    return c, out

@@ -1,0 +1,111 @@
+"""Messages between brokers (the inter-broker protocol, as values)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.types import Errors, LiveBroker, PartitionInfo, TopicPartition
+
+
+@dataclass(frozen=True, slots=True)
+class BatchInfo:
+    """What the core needs to know of a record batch: its offsets and leader epoch."""
+
+    base_offset: int
+    last_offset: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsrRequest:
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    partitions: tuple[PartitionInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateMetadataRequest:
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    partitions: tuple[PartitionInfo, ...]
+    live_brokers: tuple[LiveBroker, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StopReplicaRequest:
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    partitions: tuple[TopicPartition, ...]
+    delete: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ControlledShutdownRequest:
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ControlledShutdownResponse:
+    error: Errors
+    remaining: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    replica_id: int
+    tp: TopicPartition
+    fetch_offset: int
+    current_leader_epoch: int
+    last_fetched_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    tp: TopicPartition
+    error: Errors
+    fetch_offset: int
+    current_leader_epoch: int
+    high_watermark: int
+    log_start_offset: int
+    # The leader's core decides the range [fetch_offset, end_offset); the driver that sends the
+    # response fills `batches` and the opaque `records` from its store (bytes on the wire, a
+    # tuple of abstract records in the model) before the message leaves the leader.
+    end_offset: int
+    diverging: bool = False  # KIP-320 first try: the follower's last epoch does not match
+    batches: tuple[BatchInfo, ...] = ()
+    records: object = None
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetForLeaderEpochRequest:
+    replica_id: int
+    tp: TopicPartition
+    current_leader_epoch: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetForLeaderEpochResponse:
+    tp: TopicPartition
+    error: Errors
+    current_leader_epoch: int
+    requested_epoch: int
+    leader_epoch: int
+    end_offset: int
+
+
+Message = (
+    LeaderAndIsrRequest
+    | UpdateMetadataRequest
+    | StopReplicaRequest
+    | ControlledShutdownRequest
+    | ControlledShutdownResponse
+    | FetchRequest
+    | FetchResponse
+    | OffsetForLeaderEpochRequest
+    | OffsetForLeaderEpochResponse
+)

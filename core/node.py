@@ -1,0 +1,359 @@
+"""A broker as a value: its replicas, what it knows of the controller, and (when it is the
+controller) the controller role. `step` is the only way to change it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from core import controller as ctl
+from core import effects as fx
+from core import events as ev
+from core import replica as rep
+from core.config import ProtocolConfig
+from core.messages import (
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    FetchRequest,
+    FetchResponse,
+    LeaderAndIsrRequest,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
+from core.producer import ProducerTable
+from core.rules.epochs import EpochEntry
+from core.types import (
+    NO_BROKER_EPOCH,
+    NO_LEADER,
+    Errors,
+    LiveBroker,
+    PartitionInfo,
+    TopicPartition,
+)
+
+Effects = list[fx.Effect]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerState:
+    broker_id: int
+    config: ProtocolConfig
+    broker_epoch: int = NO_BROKER_EPOCH
+    controller_epoch: int = -1  # highest controller epoch seen (T3)
+    controller_id: int = NO_LEADER
+    replicas: tuple[rep.ReplicaState, ...] = ()  # sorted by tp
+    controller: ctl.ControllerState | None = None
+    # metadata cache from UpdateMetadata, for answering clients
+    metadata: tuple[PartitionInfo, ...] = ()
+    live_brokers: tuple[LiveBroker, ...] = ()
+    shutting_down: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DurableReplica:
+    """What survives a restart for one replica: the log's offsets and the checkpoints."""
+
+    tp: TopicPartition
+    replicas: tuple[int, ...]
+    log_start_offset: int
+    log_end_offset: int
+    epochs: tuple[EpochEntry, ...]
+    hw_checkpoint: int
+    producers: ProducerTable = ()
+
+
+def init(broker_id: int, config: ProtocolConfig) -> BrokerState:
+    """A broker that has never run."""
+    return BrokerState(broker_id=broker_id, config=config)
+
+
+def recover(
+    broker_id: int, config: ProtocolConfig, durable: tuple[DurableReplica, ...]
+) -> BrokerState:
+    """A broker restarted from what its disk kept. In-memory state (leader epochs, roles,
+    controller epoch, broker epoch) starts over, as in Kafka."""
+    replicas = tuple(
+        rep.recovered_replica(
+            d.tp, broker_id, d.replicas, d.log_start_offset, d.log_end_offset, d.epochs,
+            d.hw_checkpoint, d.producers,
+        )
+        for d in sorted(durable, key=lambda d: d.tp)
+    )
+    return BrokerState(broker_id=broker_id, config=config, replicas=replicas)
+
+
+def replica(state: BrokerState, tp: TopicPartition) -> rep.ReplicaState | None:
+    for r in state.replicas:
+        if r.tp == tp:
+            return r
+    return None
+
+
+def _put(state: BrokerState, r: rep.ReplicaState) -> BrokerState:
+    others = tuple(x for x in state.replicas if x.tp != r.tp)
+    if len(others) == len(state.replicas):
+        return replace(state, replicas=tuple(sorted((*others, r), key=lambda x: x.tp)))
+    return replace(state, replicas=tuple(r if x.tp == r.tp else x for x in state.replicas))
+
+
+def step(state: BrokerState, event: ev.Event) -> tuple[BrokerState, Effects]:
+    """The broker's transition function: pure, total, deterministic."""
+    cfg = state.config
+    match event:
+        case ev.Started():
+            return state, [fx.ZkRegisterBroker(state.broker_id)]
+        case ev.BrokerRegistered(broker_epoch=epoch):
+            return replace(state, broker_epoch=epoch), []
+        case ev.SessionExpired():
+            # Ephemeral nodes are gone: register again, stop being controller. Replicas keep
+            # going until the controller says otherwise (a zombie may not know yet).
+            return replace(state, broker_epoch=NO_BROKER_EPOCH, controller=None), [
+                fx.ZkRegisterBroker(state.broker_id)
+            ]
+        case ev.ControllerChanged(controller_id=cid):
+            return _on_controller_changed(state, cid)
+        case ev.ControllerElection():
+            return _on_controller_election(state, event, cfg)
+        case ev.BrokersChanged(live_brokers=live):
+            if state.controller is None:
+                return state, []
+            c, out = ctl.on_brokers_changed(state.controller, live, cfg)
+            return replace(state, controller=c), out
+        case ev.TopicsChanged(partitions=parts):
+            if state.controller is None:
+                return state, []
+            c, out = ctl.on_topics_changed(state.controller, parts, cfg)
+            return replace(state, controller=c), out
+        case ev.IsrChanged(partitions=parts):
+            if state.controller is None:
+                return state, []
+            c, out = ctl.on_isr_changed(state.controller, parts)
+            return replace(state, controller=c), out
+        case ev.PartitionStateWritten():
+            return _on_partition_written(state, event, cfg)
+        case ev.Chosen(key=key, option=option):
+            if state.controller is None:
+                return state, []
+            c, out = ctl.on_chosen(state.controller, key, option, cfg)
+            return replace(state, controller=c), out
+        case ev.TimerFired(key=key):
+            return _on_timer(state, key, cfg)
+        case ev.MessageReceived(src=src, message=msg):
+            return _on_message(state, src, msg, cfg)
+        case ev.ProduceReceived():
+            r = replica(state, event.tp)
+            if r is None:
+                return state, _no_such_partition(event.acks, event.request_id, event.tp)
+            r, out = rep.on_produce(
+                r, event.request_id, event.acks, event.record_count, event.records,
+                event.producer_id, event.producer_epoch, event.base_sequence, event.timeout_ms,
+                cfg,
+            )
+            return _put(state, r), out
+        case ev.ConsumerFetchReceived():
+            r = replica(state, event.tp)
+            if r is None:
+                return state, [
+                    fx.ConsumerFetchReply(
+                        event.request_id, event.tp, Errors.UNKNOWN_TOPIC_OR_PARTITION, -1,
+                        event.fetch_offset, event.fetch_offset,
+                    )
+                ]
+            r, out = rep.on_consumer_fetch(
+                r, event.request_id, event.fetch_offset, event.current_leader_epoch
+            )
+            return state, out
+        case ev.ListOffsetsReceived():
+            r = replica(state, event.tp)
+            if r is None:
+                return state, [
+                    fx.ListOffsetsReply(
+                        event.request_id, event.tp, Errors.UNKNOWN_TOPIC_OR_PARTITION, -1
+                    )
+                ]
+            r, out = rep.on_list_offsets(
+                r, event.request_id, event.timestamp, event.current_leader_epoch, cfg
+            )
+            return state, out
+        case ev.ControlledShutdownRequested():
+            if state.controller_id == NO_LEADER:
+                return state, []
+            req = ControlledShutdownRequest(state.broker_id, state.broker_epoch)
+            return replace(state, shutting_down=True), [fx.Send(state.controller_id, req)]
+    return state, []
+
+
+def _no_such_partition(acks: int, request_id: int, tp: TopicPartition) -> Effects:
+    if acks == 0:
+        return []
+    return [fx.ProduceReply(request_id, tp, Errors.UNKNOWN_TOPIC_OR_PARTITION, -1)]
+
+
+def _on_controller_changed(state: BrokerState, cid: int) -> tuple[BrokerState, Effects]:
+    out: Effects = []
+    if state.controller is not None and cid != state.broker_id:
+        state = replace(state, controller=None)  # someone else holds /controller: resign
+    state = replace(state, controller_id=cid)
+    if cid == NO_LEADER and state.broker_epoch != NO_BROKER_EPOCH:
+        out.append(fx.ZkElectController(state.broker_id))
+    return state, out
+
+
+def _on_controller_election(
+    state: BrokerState, e: ev.ControllerElection, cfg: ProtocolConfig
+) -> tuple[BrokerState, Effects]:
+    if not e.won:
+        return replace(state, controller_id=e.controller_id), []
+    c, out = ctl.on_elected(
+        state.broker_id, e.controller_epoch, e.epoch_zk_version, e.live_brokers, e.partitions, cfg
+    )
+    state = replace(
+        state,
+        controller=c,
+        controller_id=state.broker_id,
+        controller_epoch=max(state.controller_epoch, e.controller_epoch),
+    )
+    return state, out
+
+
+def _on_partition_written(
+    state: BrokerState, e: ev.PartitionStateWritten, cfg: ProtocolConfig
+) -> tuple[BrokerState, Effects]:
+    if not e.by_controller:
+        r = replica(state, e.tp)
+        if r is None:
+            return state, []
+        r, out = rep.on_isr_written(r, e.proposed, e.ok, cfg)
+        return _put(state, r), out
+    if state.controller is None:
+        return state, []
+    c, out = ctl.on_partition_written(
+        state.controller, e.tp, e.proposed, e.ok, e.fenced, e.current, cfg
+    )
+    if c is None:
+        return replace(state, controller=None), [fx.ZkResignController(state.broker_id)]
+    return replace(state, controller=c), out
+
+
+def _on_timer(
+    state: BrokerState, key: tuple[object, ...], cfg: ProtocolConfig
+) -> tuple[BrokerState, Effects]:
+    kind = key[0]
+    if kind == "rebalance":
+        if state.controller is None:
+            return state, []
+        c, out = ctl.on_rebalance_timer(state.controller, cfg)
+        return replace(state, controller=c), out
+    tp = key[1]
+    if not isinstance(tp, TopicPartition):
+        return state, []
+    r = replica(state, tp)
+    if r is None:
+        return state, []
+    if kind == "fetch":
+        r, out = rep.on_fetch_timer(r, cfg)
+    elif kind == "fetch_timeout":
+        r, out = rep.on_fetch_timeout(r, cfg)
+    elif kind == "lag" and isinstance(key[2], int):
+        r, out = rep.on_lag_timer(r, key[2], cfg)
+    elif kind == "produce_timeout" and isinstance(key[2], int):
+        r, out = rep.on_produce_timeout(r, key[2])
+    else:
+        return state, []
+    return _put(state, r), out
+
+
+def _control_request_ok(
+    state: BrokerState, controller_epoch: int, broker_epoch: int, cfg: ProtocolConfig
+) -> bool:
+    """T3 and KIP-380: ignore requests from an older controller, or addressed to an earlier
+    incarnation of this broker."""
+    if controller_epoch < state.controller_epoch and not cfg.bugs.no_controller_epoch_check:
+        return False
+    if cfg.bugs.no_broker_epoch_check:
+        return True
+    # Not registered yet (or any more): Kafka processes no control requests before that.
+    return state.broker_epoch != NO_BROKER_EPOCH and broker_epoch >= state.broker_epoch
+
+
+def _on_message(
+    state: BrokerState, src: int, msg: object, cfg: ProtocolConfig
+) -> tuple[BrokerState, Effects]:
+    match msg:
+        case LeaderAndIsrRequest():
+            if not _control_request_ok(state, msg.controller_epoch, msg.broker_epoch, cfg):
+                return state, []
+            state = replace(state, controller_epoch=max(state.controller_epoch,
+                                                        msg.controller_epoch))
+            out: Effects = []
+            for info in msg.partitions:
+                hosted = replica(state, info.tp) or rep.new_replica(
+                    info.tp, state.broker_id, info.replicas
+                )
+                hosted, e = rep.on_leader_and_isr(hosted, info, msg.controller_epoch, cfg)
+                state = _put(state, hosted)
+                out += e
+            return state, out
+        case UpdateMetadataRequest():
+            if not _control_request_ok(state, msg.controller_epoch, msg.broker_epoch, cfg):
+                return state, []
+            return replace(
+                state,
+                controller_epoch=max(state.controller_epoch, msg.controller_epoch),
+                controller_id=msg.controller_id,
+                metadata=msg.partitions,
+                live_brokers=msg.live_brokers,
+            ), []
+        case StopReplicaRequest():
+            if not _control_request_ok(state, msg.controller_epoch, msg.broker_epoch, cfg):
+                return state, []
+            state = replace(state, controller_epoch=max(state.controller_epoch,
+                                                        msg.controller_epoch))
+            out = []
+            for tp in msg.partitions:
+                hosted = replica(state, tp)
+                if hosted is None:
+                    continue
+                hosted, e = rep.on_stop_replica(hosted)
+                out += e
+                if msg.delete:
+                    state = replace(state, replicas=tuple(x for x in state.replicas if x.tp != tp))
+                    out.append(fx.DeletePartition(tp))
+                else:
+                    state = _put(state, hosted)
+            return state, out
+        case ControlledShutdownRequest():
+            if state.controller is None:
+                return state, []
+            c, out = ctl.on_controlled_shutdown(state.controller, msg, cfg)
+            return replace(state, controller=c), out
+        case ControlledShutdownResponse():
+            return state, []
+        case FetchRequest():
+            return _with_replica(state, msg.tp, lambda r: rep.on_fetch_request(r, msg, cfg))
+        case FetchResponse():
+            return _with_replica(state, msg.tp, lambda r: rep.on_fetch_response(r, msg, cfg))
+        case OffsetForLeaderEpochRequest():
+            return _with_replica(
+                state, msg.tp, lambda r: rep.on_offset_for_leader_epoch_request(r, msg, cfg)
+            )
+        case OffsetForLeaderEpochResponse():
+            return _with_replica(
+                state, msg.tp, lambda r: rep.on_offset_for_leader_epoch_response(r, msg, cfg)
+            )
+    return state, []
+
+
+def _with_replica(
+    state: BrokerState,
+    tp: TopicPartition,
+    handler: Callable[[rep.ReplicaState], tuple[rep.ReplicaState, Effects]],
+) -> tuple[BrokerState, Effects]:
+    """Run a replica handler; a message for a partition we do not host is ignored."""
+    r = replica(state, tp)
+    if r is None:
+        return state, []
+    r, out = handler(r)
+    return _put(state, r), out
