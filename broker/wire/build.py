@@ -9,7 +9,8 @@ keeps what the requested version has:
 * nested entities and arrays of entities accept mappings or any dataclass instance (recursively);
 * ``error_code`` accepts an int, ``*_ms`` timedelta fields accept int milliseconds (under
   kio's name, e.g. ``throttle_time``, or Kafka's, ``throttle_time_ms``), ``datetime_i64``
-  accepts int milliseconds since the epoch, arrays accept any iterable.
+  accepts int milliseconds since the epoch, arrays accept any iterable;
+* ``throttle_time`` defaults to 0 (the only implicit default).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ E = TypeVar("E")
 
 _MISSING = object()
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+# Required in kio, but with an obvious value when a handler does not say (as in Kafka's Java).
+_IMPLICIT_DEFAULTS: dict[str, Any] = {"throttle_time": datetime.timedelta(0)}
 
 
 class BuildError(TypeError):
@@ -114,6 +117,8 @@ def _build(cls: type[Any], src: Any, where: str) -> Any:
         value = _lookup(src, p.name)
         if value is _MISSING and p.kafka_type in ("timedelta_i32", "timedelta_i64"):
             value = _lookup(src, p.name + "_ms")
+        if value is _MISSING:
+            value = _IMPLICIT_DEFAULTS.get(p.name, _MISSING)
         if value is _MISSING:
             if p.required:
                 missing.append(p.name)
