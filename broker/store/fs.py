@@ -228,6 +228,10 @@ class _Inode:
     durable: bytes = b""  # what survives a crash
 
 
+class SimulatedCrash(Exception):
+    """Raised by SimFS when `crash_after_ops` mutating operations have run (crash injection)."""
+
+
 @dataclass
 class SimStats:
     fsyncs: int = 0
@@ -255,6 +259,7 @@ class SimFile:
 
     def append(self, pieces: Sequence[Buf]) -> int:
         inode = self._check()
+        self._fs.tick()
         for piece in pieces:
             inode.data += piece
             self._fs.stats.bytes_written += len(piece)
@@ -268,6 +273,7 @@ class SimFile:
 
     def truncate(self, size: int) -> None:
         inode = self._check()
+        self._fs.tick()
         if size < len(inode.data):
             del inode.data[size:]
         else:
@@ -275,6 +281,7 @@ class SimFile:
 
     def fsync(self) -> None:
         inode = self._check()
+        self._fs.tick()
         inode.durable = bytes(inode.data)
         self._fs.stats.fsyncs += 1
 
@@ -300,9 +307,18 @@ class SimFS:
         self.rng = random.Random(seed)
         self.generation = 0
         self.short_reads = False
+        self.crash_after_ops: int | None = None  # raise SimulatedCrash at that mutating op
         self.stats = SimStats()
         self._dirs: dict[Path, dict[str, _Inode]] = {}
         self._durable_dirs: dict[Path, dict[str, _Inode]] = {}
+
+    def tick(self) -> None:
+        """Count a mutating operation; raise SimulatedCrash when the countdown runs out."""
+        if self.crash_after_ops is not None:
+            if self.crash_after_ops <= 0:
+                self.crash_after_ops = None
+                raise SimulatedCrash("simulated crash injected by SimFS.crash_after_ops")
+            self.crash_after_ops -= 1
 
     # -- the FS port
 
@@ -326,6 +342,7 @@ class SimFS:
                 raise FileNotFoundError(f"no such file: {path}")
             if path in self._dirs:
                 raise IsADirectoryError(str(path))
+            self.tick()
             inode = entries[path.name] = _Inode()
         return SimFile(self, path, inode)
 
@@ -347,6 +364,7 @@ class SimFS:
                 self._durable_dirs[p] = {}
 
     def remove(self, path: Path) -> None:
+        self.tick()
         entries = self._dir(path.parent)
         if path.name not in entries:
             raise FileNotFoundError(f"no such file: {path}")
@@ -359,11 +377,13 @@ class SimFS:
         del self._durable_dirs[path]
 
     def rename(self, src: Path, dst: Path) -> None:
+        self.tick()
         inode = self._inode(src)
         del self._dir(src.parent)[src.name]
         self._dir(dst.parent)[dst.name] = inode
 
     def fsync_dir(self, path: Path) -> None:
+        self.tick()
         self._durable_dirs[path] = dict(self._dir(path))
         self.stats.dir_fsyncs += 1
 

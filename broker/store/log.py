@@ -31,6 +31,7 @@ from broker.store.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from broker.store.config import LogConfig
 from broker.store.errors import (
     CorruptRecordError,
+    InvalidRecordError,
     LogClosedError,
     NonContiguousOffsetError,
     OffsetOutOfRangeError,
@@ -135,6 +136,7 @@ class Log:
         self.dir_dirty = False  # directory entries changed since the last dir fsync
         self.closed = False
         self.first_dirty_offset = 0  # the log cleaner's position (cleaner-offset-checkpoint)
+        self.next_delete_horizon_ms: int | None = None  # earliest tombstone horizon (cleaner)
         self.on_truncation: Callable[[Log], None] | None = None  # checkpoints recovery points
         self._retired: deque[FileHandle] = deque()
 
@@ -225,6 +227,7 @@ class Log:
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         self.recovery_point = min(recovery_point, self.log_end_offset)
         if recovered or self.dir_dirty:
+            self.dir_dirty = True  # after a crash, which directory entries are durable is unknown
             self.flush()
 
     def _remove_temp_files(self) -> None:
@@ -310,6 +313,8 @@ class Log:
         `leader_epoch`; write the bytes verbatim otherwise. Returns (first, last) offset."""
         self._check_open()
         headers = validate_produced(records, self.config.max_message_bytes)
+        if self.config.compact:
+            self._require_keys(records, headers)
         latest = self.leader_epoch_cache.latest_epoch
         if latest is not None and leader_epoch < latest:
             raise StoreError(
@@ -328,6 +333,18 @@ class Log:
             pos += h.size
         self._append(assigned, pieces, pos, now_ms)
         return first, offset - 1
+
+    def _require_keys(self, records: Buf, headers: Sequence[BatchHeader]) -> None:
+        pos = 0
+        for h in headers:
+            if not h.is_control:
+                for r in decode_records(memoryview(records)[pos : pos + h.size], h):
+                    if r.key is None:
+                        raise InvalidRecordError(
+                            f"compacted topic {self.topic} cannot accept a record without a key "
+                            f"(offset delta {r.offset - h.base_offset})"
+                        )
+            pos += h.size
 
     def append_as_follower(self, records: Buf, *, now_ms: int | None = None) -> tuple[int, int]:
         """Append replicated batches keeping their offsets and epochs. The first batch must start

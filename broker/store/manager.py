@@ -1,0 +1,205 @@
+"""`LogManager`: the logs of one broker across `log.dirs`, with the per-directory checkpoints.
+
+- A new partition goes to the log dir holding the fewest partitions (ties: the first listed).
+- Per log dir, crash-safely: `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`,
+  `replication-offset-checkpoint` (high watermarks), `cleaner-offset-checkpoint`.
+- Periodic work is driven by the caller with an explicit `now_ms`: `flush_dirty_logs`,
+  `cleanup_logs` (retention), `clean_logs` (compaction), `checkpoint_*`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from broker.store.checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    TopicPartition,
+    read_offsets,
+    write_offsets,
+)
+from broker.store.cleaner import LogCleaner
+from broker.store.config import LogConfig
+from broker.store.errors import StoreError
+from broker.store.fs import FS, RealFS
+from broker.store.log import Log, parse_topic_partition
+
+LOGS_MAX = 100_000
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: Sequence[Path],
+        default_config: LogConfig | None = None,
+        fs: FS | None = None,
+        *,
+        topic_configs: Mapping[str, LogConfig] | None = None,
+        now_ms: int = 0,
+        cleaner: LogCleaner | None = None,
+    ):
+        if not log_dirs:
+            raise StoreError("log.dirs is empty: at least one log directory is needed")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.default_config = default_config or LogConfig()
+        self.topic_configs = dict(topic_configs or {})
+        self.fs = fs or RealFS()
+        self.cleaner = cleaner or LogCleaner()
+        self.logs: dict[TopicPartition, Log] = {}
+        self.log_dir_of: dict[TopicPartition, Path] = {}
+        self.high_watermarks: dict[Path, dict[TopicPartition, int]] = {}
+        for d in self.log_dirs:
+            self.fs.makedirs(d)
+            self._load_dir(d, now_ms)
+
+    def config_for(self, topic: str) -> LogConfig:
+        return self.topic_configs.get(topic, self.default_config)
+
+    def _load_dir(self, d: Path, now_ms: int) -> None:
+        fs = self.fs
+        recovery = read_offsets(fs, d / RECOVERY_POINT_CHECKPOINT)
+        starts = read_offsets(fs, d / LOG_START_OFFSET_CHECKPOINT)
+        hws = read_offsets(fs, d / REPLICATION_OFFSET_CHECKPOINT)
+        cleaner = read_offsets(fs, d / CLEANER_OFFSET_CHECKPOINT)
+        self.high_watermarks[d] = dict(hws)
+        for name in fs.listdir(d):
+            path = d / name
+            if not fs.is_dir(path):
+                continue
+            try:
+                tp = parse_topic_partition(name)
+            except StoreError:
+                continue
+            if tp in self.logs:
+                raise StoreError(
+                    f"partition {tp[0]}-{tp[1]} is in two log dirs: {self.log_dir_of[tp]} and {d}"
+                )
+            log = Log.open(
+                path,
+                self.config_for(tp[0]),
+                fs,
+                recovery_point=recovery.get(tp, 0),
+                log_start_offset=starts.get(tp, 0),
+                high_watermark=hws.get(tp),
+                now_ms=now_ms,
+            )
+            if tp in cleaner:
+                log.first_dirty_offset = max(cleaner[tp], log.log_start_offset)
+            self._register(tp, d, log)
+
+    def _register(self, tp: TopicPartition, d: Path, log: Log) -> None:
+        if len(self.logs) >= LOGS_MAX:
+            raise StoreError(f"more than {LOGS_MAX} logs on one broker")
+        log.on_truncation = lambda _log: self.checkpoint_recovery_points(d)
+        self.logs[tp] = log
+        self.log_dir_of[tp] = d
+
+    # ------------------------------------------------------------------ partitions
+
+    def next_log_dir(self) -> Path:
+        """The log dir with the fewest partitions (Kafka's nextLogDirs, first on ties)."""
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self.log_dir_of.values():
+            counts[d] += 1
+        return min(self.log_dirs, key=lambda d: counts[d])
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self.logs.get((topic, partition))
+
+    def get_or_create_log(self, topic: str, partition: int, *, now_ms: int = 0) -> Log:
+        tp = (topic, partition)
+        log = self.logs.get(tp)
+        if log is not None:
+            return log
+        if not topic or "/" in topic or topic in (".", ".."):
+            raise StoreError(f"invalid topic name {topic!r}")
+        if partition < 0:
+            raise StoreError(f"invalid partition {partition}")
+        d = self.next_log_dir()
+        log = Log.open(d / f"{topic}-{partition}", self.config_for(topic), self.fs, now_ms=now_ms)
+        self.fs.fsync_dir(d)
+        self._register(tp, d, log)
+        return log
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        tp = (topic, partition)
+        log = self.logs.pop(tp, None)
+        if log is None:
+            return
+        d = self.log_dir_of.pop(tp)
+        log.close()
+        for name in self.fs.listdir(log.dir):
+            self.fs.remove(log.dir / name)
+        self.fs.rmdir(log.dir)
+        self.fs.fsync_dir(d)
+        self.high_watermarks.get(d, {}).pop(tp, None)
+        self.checkpoint_all()
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def _logs_in(self, d: Path) -> Iterable[tuple[TopicPartition, Log]]:
+        return ((tp, log) for tp, log in sorted(self.logs.items()) if self.log_dir_of[tp] == d)
+
+    def _dirs(self, d: Path | None) -> list[Path]:
+        return self.log_dirs if d is None else [d]
+
+    def checkpoint_recovery_points(self, d: Path | None = None) -> None:
+        for ld in self._dirs(d):
+            offsets = {tp: log.recovery_point for tp, log in self._logs_in(ld)}
+            write_offsets(self.fs, ld / RECOVERY_POINT_CHECKPOINT, offsets)
+
+    def checkpoint_log_start_offsets(self, d: Path | None = None) -> None:
+        for ld in self._dirs(d):
+            offsets = {tp: log.log_start_offset for tp, log in self._logs_in(ld)}
+            write_offsets(self.fs, ld / LOG_START_OFFSET_CHECKPOINT, offsets)
+
+    def checkpoint_high_watermarks(self, d: Path | None = None) -> None:
+        for ld in self._dirs(d):
+            offsets = {tp: log.high_watermark for tp, log in self._logs_in(ld)}
+            write_offsets(self.fs, ld / REPLICATION_OFFSET_CHECKPOINT, offsets)
+
+    def checkpoint_cleaner_offsets(self, d: Path | None = None) -> None:
+        for ld in self._dirs(d):
+            offsets = {
+                tp: log.first_dirty_offset for tp, log in self._logs_in(ld) if log.config.compact
+            }
+            write_offsets(self.fs, ld / CLEANER_OFFSET_CHECKPOINT, offsets)
+
+    def checkpoint_all(self) -> None:
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        self.checkpoint_high_watermarks()
+        self.checkpoint_cleaner_offsets()
+
+    # ------------------------------------------------------------------ periodic work
+
+    def flush_dirty_logs(self, now_ms: int) -> int:
+        """Apply flush.ms to every log; checkpoint recovery points if any flushed."""
+        flushed = sum(log.maybe_flush(now_ms) for _, log in sorted(self.logs.items()))
+        if flushed:
+            self.checkpoint_recovery_points()
+        return flushed
+
+    def cleanup_logs(self, now_ms: int) -> int:
+        """Retention on every log; returns segments deleted."""
+        deleted = sum(log.delete_old_segments(now_ms) for _, log in sorted(self.logs.items()))
+        if deleted:
+            self.checkpoint_log_start_offsets()
+        return deleted
+
+    def clean_logs(self, now_ms: int) -> Log | None:
+        """One compaction pass over the filthiest compacted log."""
+        logs = [log for _, log in sorted(self.logs.items())]
+        cleaned = self.cleaner.clean_filthiest(logs, now_ms)
+        if cleaned is not None:
+            self.checkpoint_cleaner_offsets()
+        return cleaned
+
+    def shutdown(self) -> None:
+        """Flush and close every log, then write every checkpoint."""
+        for _, log in sorted(self.logs.items()):
+            log.close()
+        self.checkpoint_all()

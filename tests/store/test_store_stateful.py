@@ -1,0 +1,216 @@
+"""The real store on the simulated file system against a simple model (Hypothesis stateful).
+
+After any crash the log is a prefix of what was appended and holds at least what was fsynced;
+every read is CRC-checked and equal, byte for byte, to what the model says was stored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from store_testlib import as_stored, make_batch, read_all
+
+from broker.store.batch import iter_headers
+from broker.store.config import LogConfig
+from broker.store.errors import OffsetOutOfRangeError
+from broker.store.fs import SimFS
+from broker.store.log import Log
+
+DIR = Path("/data/topic-0")
+
+
+class SegmentLogMachine(RuleBasedStateMachine):
+    """Model: the list of stored batches (exact bytes) plus the durable offset."""
+
+    @initialize(
+        seed=st.integers(0, 2**16),
+        segment_bytes=st.integers(200, 1500),
+        index_interval_bytes=st.integers(0, 300),
+    )
+    def setup(self, seed: int, segment_bytes: int, index_interval_bytes: int) -> None:
+        self.fs = SimFS(seed)
+        self.config = LogConfig(
+            segment_bytes=segment_bytes,
+            index_interval_bytes=index_interval_bytes,
+            retention_bytes=-1,
+            retention_ms=-1,
+        )
+        self.log = Log.open(DIR, self.config, self.fs)
+        self.batches: list[tuple[int, int, bytes]] = []  # (base, next, stored bytes)
+        self.durable = 0  # offsets below this were fsynced
+        self.rp_checkpoint = 0  # as the log manager would have checkpointed it
+        self.epoch = 0
+        self.counter = 0
+        self.now_ms = 10_000
+        self.log.on_truncation = self._checkpoint_after_truncation
+
+    def _checkpoint_after_truncation(self, log: Log) -> None:
+        self.rp_checkpoint = min(self.rp_checkpoint, log.recovery_point)
+
+    @property
+    def leo(self) -> int:
+        return self.batches[-1][1] if self.batches else self.log_start
+
+    @property
+    def log_start(self) -> int:
+        return self.log.log_start_offset
+
+    def _values(self, n: int, size: int) -> list[bytes]:
+        self.counter += 1
+        return [b"%d.%d:" % (self.counter, i) + b"x" * size for i in range(n)]
+
+    @rule(n=st.integers(1, 5), size=st.integers(0, 120))
+    def append_as_leader(self, n: int, size: int) -> None:
+        produced = make_batch(self._values(n, size), timestamp=self.now_ms)
+        first, last = self.log.append_as_leader(produced, self.epoch, now_ms=self.now_ms)
+        assert first == self.leo and last == first + n - 1
+        self.batches.append((first, last + 1, as_stored(produced, first, self.epoch)))
+        self.now_ms += 7
+
+    @rule(n=st.integers(1, 4), size=st.integers(0, 60), count=st.integers(1, 3))
+    def append_as_follower(self, n: int, size: int, count: int) -> None:
+        blob = []
+        base = self.leo
+        new = []
+        for _ in range(count):
+            b = make_batch(self._values(n, size), base_offset=base, epoch=self.epoch)
+            new.append((base, base + n, b))
+            blob.append(b)
+            base += n
+        first, last = self.log.append_as_follower(b"".join(blob))
+        assert (first, last) == (new[0][0], new[-1][1] - 1)
+        self.batches.extend(new)
+
+    @rule()
+    def bump_epoch(self) -> None:
+        self.epoch += 1
+
+    @rule()
+    def roll(self) -> None:
+        self.log.roll(self.now_ms)
+        self.durable = max(self.durable, self.log.recovery_point)
+
+    @rule()
+    def flush(self) -> None:
+        self.log.flush()
+        self.durable = self.leo
+
+    @rule()
+    def checkpoint_recovery_point(self) -> None:
+        self.rp_checkpoint = self.log.recovery_point
+
+    @rule(data=st.data())
+    def truncate_to(self, data: st.DataObject) -> None:
+        target = data.draw(st.integers(self.log.segments[0].base_offset, self.leo + 2))
+        self.log.truncate_to(target)
+        self.batches = [b for b in self.batches if b[1] <= target]
+        self.durable = min(self.durable, self.leo)
+        assert self.log.log_end_offset == self.leo
+
+    @precondition(lambda self: self.leo < 10**6)
+    @rule(gap=st.integers(0, 5))
+    def truncate_fully(self, gap: int) -> None:
+        start = self.leo + gap
+        self.log.truncate_fully_and_start_at(start)
+        self.batches = []
+        self.durable = start
+        assert self.log.log_start_offset == self.log.log_end_offset == start
+
+    @rule(retention_bytes=st.integers(0, 3000), hw_back=st.integers(0, 20))
+    def retention(self, retention_bytes: int, hw_back: int) -> None:
+        self.log.config = self.config.with_changes(retention_bytes=retention_bytes)
+        for seg in self.log.segments:
+            seg.config = self.log.config
+        self.log.update_high_watermark(self.leo - hw_back)
+        self.log.delete_old_segments(self.now_ms)
+        self.log.config = self.config
+        for seg in self.log.segments:
+            seg.config = self.config
+        start = self.log.log_start_offset
+        assert start <= self.log.high_watermark
+        self.batches = [b for b in self.batches if b[0] >= start]
+
+    @rule(data=st.data(), max_bytes=st.integers(1, 2000))
+    def read(self, data: st.DataObject, max_bytes: int) -> None:
+        offset = data.draw(st.integers(self.log_start, self.leo))
+        got = self.log.read_bytes(offset, max_bytes)
+        region = self.log.read(offset, max_bytes)
+        assert region.read_bytes() == got
+        if offset == self.leo:
+            assert got == b""
+            return
+        start = next(i for i, b in enumerate(self.batches) if b[1] > offset)
+        expected = b""
+        for _, _, raw in self.batches[start:]:
+            if expected and len(expected) + len(raw) > max_bytes:
+                break
+            expected += raw
+        assert expected.startswith(got) and got
+        assert len(got) <= max_bytes or len(list(iter_headers(got))) == 1
+
+    @rule(data=st.data())
+    def read_out_of_range(self, data: st.DataObject) -> None:
+        below = self.log_start - 1
+        offset = data.draw(st.sampled_from([self.leo + 1, self.leo + 100] + [below] * (below >= 0)))
+        try:
+            self.log.read(offset, 100)
+        except OffsetOutOfRangeError as e:
+            assert e.log_end_offset == self.leo
+        else:
+            raise AssertionError(f"read at {offset} should be out of range")
+
+    @rule(lose_unsynced=st.booleans(), torn=st.booleans())
+    def crash_and_reopen(self, lose_unsynced: bool, torn: bool) -> None:
+        self.log.abandon()
+        self.fs.crash(lose_unsynced=lose_unsynced, torn=torn)
+        self.log = Log.open(DIR, self.config, self.fs, recovery_point=self.rp_checkpoint)
+        self.log.on_truncation = self._checkpoint_after_truncation
+        stored = read_all(self.log)
+        start = self.log.log_start_offset
+        model = [b for b in self.batches if b[0] >= start]
+        expected = b"".join(raw for _, _, raw in model)
+        # a prefix of what was appended ...
+        assert expected.startswith(stored), "after a crash the log is not a prefix of the model"
+        kept = []
+        size = 0
+        for b in model:
+            if size + len(b[2]) > len(stored):
+                break
+            size += len(b[2])
+            kept.append(b)
+        assert size == len(stored)
+        # ... holding at least what was fsynced
+        leo = kept[-1][1] if kept else start
+        assert leo >= min(self.durable, self.leo), (leo, self.durable)
+        if not lose_unsynced:
+            assert leo == self.leo
+        self.batches = kept
+        self.durable = self.log.recovery_point
+        self.rp_checkpoint = self.log.recovery_point
+
+    @invariant()
+    def log_matches_model(self) -> None:
+        if not hasattr(self, "log"):
+            return
+        log = self.log
+        assert log.log_end_offset == self.leo
+        assert log.log_start_offset <= log.log_end_offset
+        assert log.recovery_point <= log.log_end_offset
+        assert read_all(log) == b"".join(raw for _, _, raw in self.batches)
+        bases = [s.base_offset for s in log.segments]
+        assert bases == sorted(set(bases))
+        epochs = log.leader_epoch_cache.entries
+        assert [e for e, _ in epochs] == sorted({e for e, _ in epochs})
+        assert [o for _, o in epochs] == sorted({o for _, o in epochs})
+        assert all(log.log_start_offset <= o < max(log.log_end_offset, 1) for _, o in epochs)
+
+
+TestSegmentLog = SegmentLogMachine.TestCase
+TestSegmentLog.settings = settings(
+    max_examples=60,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
