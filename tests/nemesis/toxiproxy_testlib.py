@@ -89,6 +89,7 @@ class TcpServer:
                     return
 
     def next_event(self, kind: str, timeout_s: float = IO_TIMEOUT_S) -> Event:
+        """The next event of ``kind`` ("end" matches "eof" or "reset"); skips others."""
         deadline = time.monotonic() + timeout_s
         while True:
             remaining = deadline - time.monotonic()
@@ -98,7 +99,7 @@ class TcpServer:
                 event = self.events.get(timeout=remaining)
             except queue.Empty as exc:
                 raise AssertionError(f"no {kind!r} event within {timeout_s} s") from exc
-            if event.kind == kind:
+            if event.kind == kind or (kind == "end" and event.kind in ("eof", "reset")):
                 return event
 
     def close(self) -> None:
