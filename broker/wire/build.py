@@ -154,9 +154,20 @@ def _iter(value: Any, where: str) -> Iterable[Any]:
     return value
 
 
-def build(cls: type[E], data: Mapping[str, Any] | None = None, /, **fields: Any) -> E:
-    """An instance of the kio entity ``cls`` from ``data`` and/or keyword fields."""
-    src: dict[str, Any] = dict(data or {})
+def build(cls: type[E], data: Any = None, /, **fields: Any) -> E:
+    """An instance of the kio entity ``cls`` from ``data`` and/or keyword fields.
+
+    ``data`` is a mapping or a dataclass instance (e.g. another version's entity); keyword
+    fields override it.  An instance of ``cls`` itself is returned unchanged.
+    """
+    if data is not None and not fields and not isinstance(data, Mapping):
+        result: E = _build(cls, _source(data, cls.__name__), cls.__name__)
+        return result
+    src: dict[str, Any] = {}
+    if data is not None:
+        if not isinstance(data, Mapping):
+            data = {f.name: getattr(data, f.name) for f in dataclasses.fields(_source(data, ""))}
+        src.update(data)
     src.update(fields)
-    result: E = _build(cls, src, cls.__name__)
-    return result
+    built: E = _build(cls, src, cls.__name__)
+    return built
