@@ -7,7 +7,8 @@ What Kafka does, and so what this returns:
   the connection);
 * ApiVersions at a version outside the table -> ``Reply`` carrying ApiVersionsResponse v0 with
   UNSUPPORTED_VERSION and the full table (KIP-511), header v0; the connection stays open;
-* a header or body that does not parse, or leaves trailing bytes -> ``Close``;
+* a header or body that does not parse -> ``Close``; bytes after a complete body are ignored,
+  as Kafka does (``Request.trailing_bytes`` counts them);
 * otherwise ``Request`` with the parsed header and the kio request body.
 """
 
@@ -59,6 +60,9 @@ class RequestHeader:
 class Request:
     header: RequestHeader
     body: RequestPayload
+    trailing_bytes: int = 0
+    """Bytes after the body.  Kafka ignores them and so do we: librdkafka 2.16 sends 3 extra
+    bytes after a Metadata v12 request for all topics (observed)."""
 
     @property
     def api_key(self) -> int:
@@ -184,8 +188,6 @@ def decode_request(payload: bytes, table: ApiTable = API_TABLE) -> Request | Rep
 
     try:
         end = walk_entity(cls, data, header.size, len(data))
-        if end != len(data):
-            raise Malformed(f"{len(data) - end} trailing bytes after the body")
         body, read = entity_reader(cls)(data, header.size)
         if header.size + read != end:
             raise Malformed(f"kio read {read} bytes, expected {end - header.size}")
@@ -197,7 +199,7 @@ def decode_request(payload: bytes, table: ApiTable = API_TABLE) -> Request | Rep
             api_version,
             correlation_id,
         )
-    return Request(header, body)
+    return Request(header, body, len(data) - end)
 
 
 def encode_request(

@@ -18,7 +18,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 from kio.static.protocol import ResponsePayload
 
-from ._walk import Malformed, walk_entity
+from ._walk import walk_entity
 from .chunks import ChunkCollector, ResponseFrame
 
 __all__ = [
@@ -116,9 +116,7 @@ def decode_response(
     try:
         pos = walk_entity(header_cls, data, 0, len(data))
         (correlation_id,) = _I32.unpack_from(data, 0)
-        end = walk_entity(cls, data, pos, len(data))
-        if end != len(data):
-            raise Malformed(f"{len(data) - end} trailing bytes")
+        end = walk_entity(cls, data, pos, len(data))  # trailing bytes ignored, as clients do
         body, read = entity_reader(cls)(data, pos)
     except Exception as e:  # Malformed, kio DecodeError, UnicodeDecodeError, ValueError...
         return ResponseDecodeError(correlation_id, f"malformed {cls.__name__}: {e}")
