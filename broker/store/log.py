@@ -547,7 +547,8 @@ class Log:
 
     def truncate_to(self, offset: int) -> bool:
         """Follower truncation: remove every batch that holds an offset >= `offset` (a batch
-        straddling `offset` goes entirely). Durable before it returns. True if anything went."""
+        straddling `offset` goes entirely); the log end offset becomes the base offset of the
+        first batch removed. Durable before it returns. True if anything was removed."""
         self._check_open()
         if offset < 0:
             raise self._out_of_range("truncation", offset)
@@ -556,12 +557,24 @@ class Log:
         if offset < self.segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)
             return True
-        while len(self.segments) > 1 and self.active_segment.base_offset >= offset:
+        found = None
+        for seg in self.segments[max(0, bisect_right(self._bases, offset) - 1) :]:
+            found = seg.translate_offset(offset)
+            if found is not None:
+                break
+        if found is None:
+            return False  # no batch holds an offset >= `offset` (compacted away)
+        new_end = found[1].base_offset
+        while len(self.segments) > 1 and self.active_segment.base_offset > new_end:
             self._retire(self.segments.pop())
             self._bases.pop()
         active = self.active_segment
         active.truncate_to(offset)
         active.flush()
+        if active.next_offset < new_end:
+            # the batches before `new_end` were compacted away: keep offsets from being reused
+            self._add_segment(self._new_segment(new_end, active.created_ms))
+            self.active_segment.flush()
         self.fs.fsync_dir(self.dir)
         self.dir_dirty = False
         self._after_truncation()

@@ -12,13 +12,29 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from store_testlib import as_stored, make_batch, read_all
 
-from broker.store.batch import iter_headers
+from broker.store.batch import Record, decode_records, iter_headers
+from broker.store.cleaner import LogCleaner, cleanable_range
 from broker.store.config import LogConfig
 from broker.store.errors import OffsetOutOfRangeError
 from broker.store.fs import SimFS
 from broker.store.log import Log
 
 DIR = Path("/data/topic-0")
+
+
+def records_in(batches: list[tuple[int, int, bytes]]) -> list[Record]:
+    out: list[Record] = []
+    for _, _, raw in batches:
+        for pos, h in iter_headers(raw):
+            out.extend(decode_records(raw[pos : pos + h.size], h))
+    return out
+
+
+def live(records: list[Record]) -> dict[bytes | None, bytes]:
+    state: dict[bytes | None, bytes | None] = {}
+    for r in records:
+        state[r.key] = r.value
+    return {k: v for k, v in state.items() if v is not None}
 
 
 class SegmentLogMachine(RuleBasedStateMachine):
@@ -36,6 +52,9 @@ class SegmentLogMachine(RuleBasedStateMachine):
             index_interval_bytes=index_interval_bytes,
             retention_bytes=-1,
             retention_ms=-1,
+            cleanup_policy="compact,delete",
+            min_cleanable_dirty_ratio=0.0,
+            delete_retention_ms=500,
         )
         self.log = Log.open(DIR, self.config, self.fs)
         self.batches: list[tuple[int, int, bytes]] = []  # (base, next, stored bytes)
@@ -44,6 +63,7 @@ class SegmentLogMachine(RuleBasedStateMachine):
         self.epoch = 0
         self.counter = 0
         self.now_ms = 10_000
+        self.model_leo = 0
         self.log.on_truncation = self._checkpoint_after_truncation
 
     def _checkpoint_after_truncation(self, log: Log) -> None:
@@ -51,7 +71,7 @@ class SegmentLogMachine(RuleBasedStateMachine):
 
     @property
     def leo(self) -> int:
-        return self.batches[-1][1] if self.batches else self.log_start
+        return self.model_leo
 
     @property
     def log_start(self) -> int:
@@ -61,12 +81,19 @@ class SegmentLogMachine(RuleBasedStateMachine):
         self.counter += 1
         return [b"%d.%d:" % (self.counter, i) + b"x" * size for i in range(n)]
 
-    @rule(n=st.integers(1, 5), size=st.integers(0, 120))
-    def append_as_leader(self, n: int, size: int) -> None:
-        produced = make_batch(self._values(n, size), timestamp=self.now_ms)
+    def _keys(self, n: int) -> list[bytes | None]:
+        return [b"k%d" % ((self.counter * 7 + i) % 5) for i in range(n)]
+
+    @rule(n=st.integers(1, 5), size=st.integers(0, 120), tombstone=st.booleans())
+    def append_as_leader(self, n: int, size: int, tombstone: bool) -> None:
+        values: list[bytes | None] = list(self._values(n, size))
+        if tombstone:
+            values[-1] = None
+        produced = make_batch(values, keys=self._keys(n), timestamp=self.now_ms)
         first, last = self.log.append_as_leader(produced, self.epoch, now_ms=self.now_ms)
         assert first == self.leo and last == first + n - 1
         self.batches.append((first, last + 1, as_stored(produced, first, self.epoch)))
+        self.model_leo = last + 1
         self.now_ms += 7
 
     @rule(n=st.integers(1, 4), size=st.integers(0, 60), count=st.integers(1, 3))
@@ -75,13 +102,15 @@ class SegmentLogMachine(RuleBasedStateMachine):
         base = self.leo
         new = []
         for _ in range(count):
-            b = make_batch(self._values(n, size), base_offset=base, epoch=self.epoch)
+            values: list[bytes | None] = list(self._values(n, size))
+            b = make_batch(values, keys=self._keys(n), base_offset=base, epoch=self.epoch)
             new.append((base, base + n, b))
             blob.append(b)
             base += n
         first, last = self.log.append_as_follower(b"".join(blob))
         assert (first, last) == (new[0][0], new[-1][1] - 1)
         self.batches.extend(new)
+        self.model_leo = new[-1][1]
 
     @rule()
     def bump_epoch(self) -> None:
@@ -104,7 +133,11 @@ class SegmentLogMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def truncate_to(self, data: st.DataObject) -> None:
         target = data.draw(st.integers(self.log.segments[0].base_offset, self.leo + 2))
-        self.log.truncate_to(target)
+        removed = self.log.truncate_to(target)
+        gone = [b for b in self.batches if b[1] > target]
+        assert removed == bool(gone)
+        if gone:
+            self.model_leo = gone[0][0]
         self.batches = [b for b in self.batches if b[1] <= target]
         self.durable = min(self.durable, self.leo)
         assert self.log.log_end_offset == self.leo
@@ -116,6 +149,7 @@ class SegmentLogMachine(RuleBasedStateMachine):
         self.log.truncate_fully_and_start_at(start)
         self.batches = []
         self.durable = start
+        self.model_leo = start
         assert self.log.log_start_offset == self.log.log_end_offset == start
 
     @rule(retention_bytes=st.integers(0, 3000), hw_back=st.integers(0, 20))
@@ -131,6 +165,26 @@ class SegmentLogMachine(RuleBasedStateMachine):
         start = self.log.log_start_offset
         assert start <= self.log.high_watermark
         self.batches = [b for b in self.batches if b[0] >= start]
+
+    @rule(advance=st.integers(0, 1000), hw_back=st.integers(0, 10))
+    def compact(self, advance: int, hw_back: int) -> None:
+        self.now_ms += advance
+        self.log.update_high_watermark(self.leo - hw_back)
+        before = records_in(self.batches)
+        cleanable_end = cleanable_range(self.log, self.now_ms).first_uncleanable_offset
+        LogCleaner().clean(self.log, self.now_ms)
+        stored = read_all(self.log)
+        after = records_in([(0, 0, stored)])
+        by_offset = {r.offset: r for r in before}
+        assert [r.offset for r in after] == sorted({r.offset for r in after})
+        assert all(by_offset[r.offset] == r or by_offset[r.offset].value == r.value for r in after)
+        assert live(after) == live(before)
+        assert [r for r in after if r.offset >= cleanable_end] == [
+            r for r in before if r.offset >= cleanable_end
+        ]
+        self.batches = [(h.base_offset, h.next_offset, stored[p : p + h.size])
+                        for p, h in iter_headers(stored)]
+        assert self.log.log_end_offset == self.leo
 
     @rule(data=st.data(), max_bytes=st.integers(1, 2000))
     def read(self, data: st.DataObject, max_bytes: int) -> None:
@@ -182,11 +236,13 @@ class SegmentLogMachine(RuleBasedStateMachine):
             kept.append(b)
         assert size == len(stored)
         # ... holding at least what was fsynced
-        leo = kept[-1][1] if kept else start
+        leo = self.log.log_end_offset
+        assert (kept[-1][1] if kept else start) <= leo <= self.leo
         assert leo >= min(self.durable, self.leo), (leo, self.durable)
         if not lose_unsynced:
             assert leo == self.leo
         self.batches = kept
+        self.model_leo = leo
         self.durable = self.log.recovery_point
         self.rp_checkpoint = self.log.recovery_point
 
