@@ -4,7 +4,6 @@ retention, codecs, and crash-safety of the segment swap (a crash at every step).
 from __future__ import annotations
 
 import itertools
-
 from pathlib import Path
 
 import pytest
