@@ -72,9 +72,17 @@ def main(argv: list[str] | None = None) -> int:
         level=getattr(logging, str(args.log_level).upper(), logging.WARNING),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    serve(
-        host, port, config=args.config, seed=args.seed, allow_non_loopback=args.allow_non_loopback
-    )
+    try:
+        serve(
+            host,
+            port,
+            config=args.config,
+            seed=args.seed,
+            allow_non_loopback=args.allow_non_loopback,
+        )
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
