@@ -11,10 +11,12 @@ from broker.wire import (
     Close,
     CloseCode,
     FrameDecoder,
+    Reply,
     Request,
     decode_request,
     encode_request,
     frame,
+    parse_request_header,
 )
 from broker.wire.build import build
 
@@ -142,3 +144,27 @@ def test_huge_array_count_is_rejected_before_kio() -> None:
 
 def test_frame_helper() -> None:
     assert frame(b"abc") == b"\x00\x00\x00\x03abc"
+
+
+def test_parse_request_header_versions() -> None:
+    from broker.wire._walk import Malformed
+
+    fixed = b"\x00\x07\x00\x00\x00\x00\x00\x2a"
+    h0 = parse_request_header(fixed + b"rest", 0)
+    assert (h0.api_key, h0.correlation_id, h0.client_id, h0.size) == (7, 42, None, 8)
+    h1 = parse_request_header(fixed + b"\x00\x03abc", 1)
+    assert (h1.client_id, h1.size) == ("abc", 13)
+    # v2: an unknown tagged field (tag 5, 2 bytes) in the header is skipped.
+    h2 = parse_request_header(fixed + b"\xff\xff" + b"\x01\x05\x02zz" + b"body", 2)
+    assert (h2.client_id, h2.size, h2.header_version) == (None, 15, 2)
+    for bad in (fixed[:7], fixed + b"\x00", fixed + b"\x00\x05ab", fixed + b"\xff\xfe"):
+        with pytest.raises(Malformed):
+            parse_request_header(bad, 1)
+    with pytest.raises(Malformed):
+        parse_request_header(fixed + b"\xff\xff\x01\x05\x09z", 2)
+
+
+def test_api_versions_negative_version_gets_reply() -> None:
+    payload = b"\x00\x12\xff\xff\x00\x00\x00\x03\xff\xff"
+    result = decode_request(payload)
+    assert isinstance(result, Reply) and result.header.correlation_id == 3
