@@ -171,14 +171,22 @@ class HttpServer:
     def __init__(self, handler: Handler) -> None:
         self._handler = handler
         self._writers: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task[object]] = set()
 
-    def abort_all(self) -> None:
+    async def close_all(self, timeout_s: float = 5.0) -> None:
+        """Drop every open API connection and wait (bounded) for their handlers to end."""
         for writer in list(self._writers):
             writer.transport.abort()
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout_s)
 
     async def handle_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
         self._writers.add(writer)
         try:
             await self._serve(reader, writer)

@@ -102,7 +102,7 @@ class ToxiproxyServer:
         """Stop the API listener and every proxy (closing all proxied connections)."""
         if self._server is not None:
             self._server.close()
-            self._http.abort_all()
+            await self._http.close_all()
         await self.collection.clear()
         if self._server is not None:
             with contextlib.suppress(TimeoutError):
