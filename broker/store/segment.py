@@ -104,6 +104,29 @@ class LogSegment:
             raise StoreError(f"{self.log_path}: size {self.size} after append, expected {position}")
         self.next_offset = headers[-1].next_offset
 
+    def append_one(
+        self, last_offset: int, max_timestamp: int, size: int, pieces: Sequence[Buf]
+    ) -> None:
+        """Append one validated batch (offset assigned), given as write pieces."""
+        position = self.size
+        if self.bytes_since_last_index_entry > self.config.index_interval_bytes:
+            self.index.append(last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_last_index_entry = size
+        else:
+            self.bytes_since_last_index_entry += size
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = last_offset
+        if self.rolling_base_ms is None:
+            self.rolling_base_ms = max_timestamp
+        self.size = self.file.append(pieces)
+        if self.size != position + size:
+            raise StoreError(
+                f"{self.log_path}: size {self.size} after append, expected {position + size}"
+            )
+        self.next_offset = last_offset + 1
+
     def should_roll(self, nbytes: int, last_offset: int, now_ms: int | None) -> bool:
         if self.size == 0:
             return False

@@ -192,10 +192,11 @@ class SegmentLogMachine(RuleBasedStateMachine):
         got = self.log.read_bytes(offset, max_bytes)
         region = self.log.read(offset, max_bytes)
         assert region.read_bytes() == got
-        if offset == self.leo:
-            assert got == b""
+        following = [i for i, b in enumerate(self.batches) if b[1] > offset]
+        if offset == self.leo or not following:
+            assert got == b""  # nothing at or after `offset` (the end, or compacted away)
             return
-        start = next(i for i, b in enumerate(self.batches) if b[1] > offset)
+        start = following[0]
         expected = b""
         for _, _, raw in self.batches[start:]:
             if expected and len(expected) + len(raw) > max_bytes:
