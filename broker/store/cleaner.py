@@ -3,8 +3,9 @@
 A pass over one log:
 
 1. The cleanable range: [first_dirty_offset, first_uncleanable_offset) where the upper bound is
-   the least of the active segment's base offset, the high watermark, and the base offset of the
-   first dirty segment still within min.compaction.lag.ms.
+   the least of the active segment's base offset, the base offset of the segment holding the high
+   watermark, and the base offset of the first dirty segment still within min.compaction.lag.ms.
+   Records at or above it are never touched.
 2. The offset map: key hash (MD5, as Kafka) -> last offset of that key in the dirty range; bounded
    (`offset_map_entries_max`); when full, the range stops at a segment boundary.
 3. Every segment below the range end is recopied, in groups whose total size fits in
@@ -109,6 +110,10 @@ def cleanable_range(log: Log, now_ms: int) -> CleanableRange:
             continue
         if now_ms - seg.max_timestamp < cfg.min_compaction_lag_ms:
             end = min(end, seg.base_offset)
+            break
+    for seg in log.segments[:-1]:
+        if seg.base_offset < end < seg.next_offset:
+            end = seg.base_offset  # never clean the segment holding the high watermark
             break
     end = max(end, first_dirty)
     clean = dirty = 0

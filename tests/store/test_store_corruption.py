@@ -138,7 +138,7 @@ def test_invalid_produce_requests_are_rejected_clearly() -> None:
     with pytest.raises(CorruptRecordError, match="magic 1"):
         log.append_as_leader(bytes(bad_magic), 0)
     too_big = Log.open(Path("/data/u-0"), LogConfig(max_message_bytes=50), SimFS(7))
-    with pytest.raises(InvalidRecordError, match="max.message.bytes"):
+    with pytest.raises(InvalidRecordError, match=r"max\.message\.bytes"):
         too_big.append_as_leader(good, 0)
     assert log.log_end_offset == 0
     assert validate_batch(good).records_count == 2
