@@ -125,29 +125,13 @@ def bench_read(root: Path, batch: bytes) -> tuple[float, float]:
         while offset < end:
             region = read(offset, READ_CHUNK)
             region.sendfile(out_fd)
-            offset = region_next_offset(log, region, offset)
+            offset = region.next_offset
 
     raw = size / best(lambda: timed_send(size, raw_send))
     ours = size / best(lambda: timed_send(size, store_send))
     log.close()
     shutil.rmtree(d)
     return raw, ours
-
-
-def region_next_offset(log: Log, region: object, offset: int) -> int:
-    """The offset after the region's last batch (from its last header)."""
-    from broker.store.log import FileRegion
-
-    assert isinstance(region, FileRegion)
-    seg = log.active_segment if region.path == log.active_segment.log_path else None
-    segment = seg or next(s for s in log.segments if s.log_path == region.path)
-    end = region.position + region.length
-    last = segment.index.lookup_position(end - 1)
-    next_offset = offset
-    for position, header in segment.headers_from(last, end):
-        if position + header.size <= end:
-            next_offset = header.next_offset
-    return next_offset
 
 
 def bench_recovery(root: Path, batch: bytes) -> float:

@@ -86,6 +86,7 @@ class FileRegion:
     handle: FileHandle
     position: int
     length: int
+    next_offset: int  # where the next read should start (the requested offset if empty)
 
     @property
     def fd(self) -> int | None:
@@ -531,11 +532,15 @@ class Log:
                 found = seg.translate_offset(start_offset)
                 if found is None:
                     continue
-                position = found[0]
-                end = seg.region_end(position, max_bytes, max_offset, min_one_message)
-                return FileRegion(seg.log_path, seg.file, position, end - position)
+                position, first = found
+                end, next_offset = seg.region_end(
+                    position, max_bytes, max_offset, min_one_message, first
+                )
+                if next_offset is None:
+                    break
+                return FileRegion(seg.log_path, seg.file, position, end - position, next_offset)
         active = self.active_segment
-        return FileRegion(active.log_path, active.file, active.size, 0)
+        return FileRegion(active.log_path, active.file, active.size, 0, start_offset)
 
     def read_bytes(
         self,

@@ -237,27 +237,43 @@ class LogSegment:
                 return position, header
         return None
 
-    def region_end(self, start: int, max_bytes: int, max_offset: int | None, min_one: bool) -> int:
-        """End position of a read starting at batch position `start`, cut at batch boundaries:
-        at most `max_bytes` (but one whole batch if `min_one`), only batches below `max_offset`."""
+    def region_end(
+        self,
+        start: int,
+        max_bytes: int,
+        max_offset: int | None,
+        min_one: bool,
+        first: BatchHeader | None = None,
+    ) -> tuple[int, int | None]:
+        """(end position, next offset) of a read starting at batch position `start`, cut at
+        batch boundaries: at most `max_bytes` (but one whole batch if `min_one`), only batches
+        entirely below `max_offset`. The next offset is where the following read starts (None
+        when the region is empty)."""
         limit = self.size
         if max_offset is not None and max_offset < self.next_offset:
             found = self.translate_offset(max_offset)
             if found is not None:
                 limit = found[0]
         if limit <= start:
-            return start
-        first = self.header_at(start)
+            return start, None
+        if first is None:
+            first = self.header_at(start)
         if first.size > max_bytes:
-            return start + first.size if min_one and start + first.size <= limit else start
+            if min_one and start + first.size <= limit:
+                return start + first.size, first.next_offset
+            return start, None
         byte_limit = min(limit, start + max_bytes)
         scan_from = max(start, self.index.lookup_position(byte_limit))
         end = scan_from
+        next_offset = None
         for position, header in self.headers_from(scan_from, byte_limit):
             if position + header.size > byte_limit:
                 break
             end = position + header.size
-        return end
+            next_offset = header.next_offset
+        if next_offset is None:
+            next_offset = self.header_at(end).base_offset if end < self.size else self.next_offset
+        return end, next_offset
 
     # ------------------------------------------------------------------ open / recover
 

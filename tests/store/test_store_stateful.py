@@ -30,6 +30,14 @@ def records_in(batches: list[tuple[int, int, bytes]]) -> list[Record]:
     return out
 
 
+def included_end(got: bytes) -> int:
+    """The offset after the last batch of `got`."""
+    last = 0
+    for _, h in iter_headers(got):
+        last = h.next_offset
+    return last
+
+
 def live(records: list[Record]) -> dict[bytes | None, bytes]:
     state: dict[bytes | None, bytes | None] = {}
     for r in records:
@@ -203,6 +211,9 @@ class SegmentLogMachine(RuleBasedStateMachine):
                 break
             expected += raw
         assert expected.startswith(got) and got
+        included = [b for b in self.batches[start:] if b[0] <= offset or b[0] < included_end(got)]
+        following_base = [b[0] for b in self.batches if b[0] >= included[-1][1]]
+        assert included[-1][1] <= region.next_offset <= (following_base or [self.leo])[0]
         assert len(got) <= max_bytes or len(list(iter_headers(got))) == 1
 
     @rule(data=st.data())
