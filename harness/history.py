@@ -51,7 +51,7 @@ _BASE_KEYS: Final = frozenset({"index", "time_ns", "process", "type", "f", "valu
 class Op(NamedTuple):
     """One history event. A NamedTuple so hot loops can unpack it positionally."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # Jepsen's name; shadows tuple.index
     time_ns: int
     process: int | str
     type: str

@@ -140,6 +140,10 @@ class _Rec:
         self.writes = writes
 
 
+def _items(pm: Any) -> Any:
+    return pm.items() if isinstance(pm, Mapping) else pm
+
+
 def analysis(history: Sequence[Op]) -> QueueAnalysis:
     """Derive version orders and every queue anomaly from a history (client and nemesis ops
     mixed; nemesis and unknown `f`s are ignored)."""
@@ -247,17 +251,26 @@ def analysis(history: Sequence[Op]) -> QueueAnalysis:
                     reads = {}
                 if maxo is None:
                     maxo = {}
-                for k, pairs in pm.items() if isinstance(pm, Mapping) else pm:
+                for k, pairs in pm.items() if pm.__class__ is dict else _items(pm):
+                    vals = [p[1] for p in pairs]
                     rk = reads.get(k)
                     if rk is None:
-                        rk = reads[k] = []
+                        reads[k] = vals
+                    else:
+                        rk.extend(vals)
                     mk = maxo.get(k, -1)
+                    lk = logs.get(k)
+                    if lk is None:
+                        lk = logs[k] = {}
+                    put = lk.setdefault
+                    # hot loop: one C call per record; a conflict is a rare slow path
                     for o, v in pairs:
-                        rk.append(v)
-                        if o is not None:
+                        if o is None:
+                            continue
+                        if put(o, v) != v:
                             observe(k, o, v)
-                            if o > mk:
-                                mk = o
+                        if o > mk:
+                            mk = o
                     maxo[k] = mk
         rec = _Rec(op, typ, process, reads, writes)
         recs.append(rec)
@@ -281,8 +294,8 @@ def analysis(history: Sequence[Op]) -> QueueAnalysis:
                 if rk:
                     bad = set(vs).intersection(rk)
                     if bad:
-                        first = next(v for v in vs if v in bad)
-                        precommitted.append({"op": op, "key": k, "value": first})
+                        first_bad = next(v for v in vs if v in bad)
+                        precommitted.append({"op": op, "key": k, "value": first_bad})
         # realtime lag, online: expired[k][i] = first time offset i was known to exist
         if maxo and typ != FAIL:
             for k, o in maxo.items():

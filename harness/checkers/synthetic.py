@@ -167,6 +167,8 @@ def register_history(
         if th not in pending:
             k = rng.randrange(keys)
             r = rng.random()
+            arg: Any
+            val: Any
             if r < 0.45:
                 f, arg, val = "read", None, [k, None]
             elif r < 0.85 or not cas:
