@@ -88,6 +88,7 @@ def queue_history(
             continue
         crashed = rng.random() < info_p
         done: list[Any] = []
+        saved = dict(positions[p])  # a non-ok op rewinds the consumer afterwards
         for mop in inv:
             if mop[0] == "send":
                 k, v = mop[1], mop[2]
@@ -101,10 +102,10 @@ def queue_history(
                     end = min(len(logs[k]), start + rng.randint(0, max_poll_records))
                     if end > start:
                         res[k] = [[off, logs[k][off]] for off in range(start, end)]
-                        if not crashed:
-                            pos[k] = end
+                        pos[k] = end
                 done.append(["poll", res])
         if crashed:
+            positions[p] = saved
             emit(p, INFO, f, done)
             procs[th] = next_proc
             next_proc += 1
