@@ -7,7 +7,7 @@ back as events. Elections with more than one candidate are a `Choose` effect.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from core import effects as fx
 from core.config import ProtocolConfig
@@ -35,15 +35,13 @@ Effects = list[fx.Effect]
 REBALANCE_TIMER: tuple[object, ...] = ("rebalance",)
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionContext:
+class PartitionContext(NamedTuple):
     tp: TopicPartition
     assignment: tuple[int, ...]
     state: LeaderIsr | None  # as last read from or written to ZooKeeper
 
 
-@dataclass(frozen=True, slots=True)
-class PendingElection:
+class PendingElection(NamedTuple):
     """An election waiting for its `Chosen` answer."""
 
     key: tuple[object, ...]
@@ -52,8 +50,7 @@ class PendingElection:
     unclean: bool
 
 
-@dataclass(frozen=True, slots=True)
-class ControllerState:
+class ControllerState(NamedTuple):
     broker_id: int
     controller_epoch: int
     epoch_zk_version: int
@@ -87,7 +84,7 @@ def _context(c: ControllerState, tp: TopicPartition) -> PartitionContext | None:
 
 def _with_context(c: ControllerState, ctx: PartitionContext) -> ControllerState:
     others = tuple(p for p in c.partitions if p.tp != ctx.tp)
-    return replace(c, partitions=tuple(sorted((*others, ctx), key=lambda p: p.tp)))
+    return c._replace(partitions=tuple(sorted((*others, ctx), key=lambda p: p.tp)))
 
 
 def _info(ctx: PartitionContext) -> PartitionInfo:
@@ -163,16 +160,16 @@ def _elect(
         if any(p.key == key for p in c.pending):
             return c, []
         pending = PendingElection(key, ctx.tp, candidates, unclean)
-        return replace(c, pending=(*c.pending, pending)), [fx.Choose(key, candidates)]
+        return c._replace(pending=(*c.pending, pending)), [fx.Choose(key, candidates)]
     return c, _write_election(c, ctx, candidates[0], unclean, cfg)
 
 
 def _write_election(
     c: ControllerState, ctx: PartitionContext, leader: int, unclean: bool, cfg: ProtocolConfig
 ) -> Effects:
-    require(ctx.state is not None, "election for a partition without state")
-    assert ctx.state is not None
     live = _live_ids(c)
+    if ctx.state is None:
+        return _write(c, ctx, leader, tuple(r for r in ctx.assignment if r in live), cfg)
     if unclean:
         isr: tuple[int, ...] = (leader,)
     else:
@@ -189,10 +186,12 @@ def _reconcile(
     `triggerOnlinePartitionStateChange`, `doRemoveReplicasFromIsr`)."""
     live = _live_ids(c) - frozenset(c.shutting_down)
     if ctx.state is None:
+        # A new partition: any live replica may lead (Kafka takes the first), all live
+        # replicas form the ISR.
         replicas = tuple(r for r in ctx.assignment if r in live)
         if not replicas:
             return c, []  # stays a new partition until a replica is alive
-        return c, _write(c, ctx, replicas[0], replicas, cfg)
+        return _elect(c, ctx, replicas, False, cfg)
     s = ctx.state
     if s.leader != NO_LEADER and s.leader in live:
         isr = tuple(r for r in s.isr if r in live or r == s.leader)
@@ -261,8 +260,8 @@ def on_brokers_changed(
     new = set(live)
     started = new - old  # new brokers, and bounced ones (same id, new broker epoch)
     gone_ids = {b.broker_id for b in old - new} - {b.broker_id for b in new}
-    c = replace(
-        c,
+    c = c._replace(
+
         live=tuple(sorted(new, key=lambda b: b.broker_id)),
         shutting_down=tuple(b for b in c.shutting_down if b not in gone_ids),
     )
@@ -300,7 +299,7 @@ def on_isr_changed(
         if ctx is None or snap.state is None:
             continue
         if ctx.state is None or snap.state.zk_version > ctx.state.zk_version:
-            c = _with_context(c, replace(ctx, state=snap.state))
+            c = _with_context(c, ctx._replace(state=snap.state))
             changed = True
     return c, (_update_metadata(c) if changed else [])
 
@@ -312,7 +311,7 @@ def on_chosen(
     if not found:
         return c, []
     pending = found[0]
-    c = replace(c, pending=tuple(p for p in c.pending if p.key != key))
+    c = c._replace(pending=tuple(p for p in c.pending if p.key != key))
     require(0 <= option < len(pending.candidates), "choice outside the offered options")
     ctx = _context(c, pending.tp)
     if ctx is None:
@@ -337,10 +336,10 @@ def on_partition_written(
     if ctx is None:
         return c, []
     if not ok:
-        ctx = replace(ctx, state=current)
+        ctx = ctx._replace(state=current)
         c = _with_context(c, ctx)
         return _reconcile(c, ctx, cfg)
-    ctx = replace(ctx, state=proposed)
+    ctx = ctx._replace(state=proposed)
     c = _with_context(c, ctx)
     return c, _leader_and_isr(c, (ctx,)) + _update_metadata(c)
 
@@ -370,7 +369,7 @@ def on_controlled_shutdown(
     if req.broker_epoch != _broker_epoch(c, b):
         return c, [fx.Send(b, ControlledShutdownResponse(Errors.STALE_BROKER_EPOCH, ()))]
     if b not in c.shutting_down:
-        c = replace(c, shutting_down=tuple(sorted((*c.shutting_down, b))))
+        c = c._replace(shutting_down=tuple(sorted((*c.shutting_down, b))))
     out: Effects = []
     live = _live_ids(c)
     shutting = frozenset(c.shutting_down)

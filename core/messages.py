@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from core.types import Errors, LiveBroker, PartitionInfo, TopicPartition
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, order=True)
 class BatchInfo:
     """What the core needs to know of a record batch: its offsets and leader epoch."""
 
@@ -16,7 +16,7 @@ class BatchInfo:
     leader_epoch: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, order=True)
 class LeaderAndIsrRequest:
     controller_id: int
     controller_epoch: int
@@ -24,7 +24,7 @@ class LeaderAndIsrRequest:
     partitions: tuple[PartitionInfo, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, order=True)
 class UpdateMetadataRequest:
     controller_id: int
     controller_epoch: int
@@ -33,7 +33,7 @@ class UpdateMetadataRequest:
     live_brokers: tuple[LiveBroker, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, order=True)
 class StopReplicaRequest:
     controller_id: int
     controller_epoch: int
@@ -42,19 +42,19 @@ class StopReplicaRequest:
     delete: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, order=True)
 class ControlledShutdownRequest:
     broker_id: int
     broker_epoch: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, order=True)
 class ControlledShutdownResponse:
     error: Errors
     remaining: tuple[TopicPartition, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, order=True)
 class FetchRequest:
     replica_id: int
     tp: TopicPartition
@@ -63,7 +63,7 @@ class FetchRequest:
     last_fetched_epoch: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, order=True)
 class FetchResponse:
     tp: TopicPartition
     error: Errors
@@ -80,7 +80,7 @@ class FetchResponse:
     records: object = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, order=True)
 class OffsetForLeaderEpochRequest:
     replica_id: int
     tp: TopicPartition
@@ -88,7 +88,7 @@ class OffsetForLeaderEpochRequest:
     leader_epoch: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, order=True)
 class OffsetForLeaderEpochResponse:
     tp: TopicPartition
     error: Errors

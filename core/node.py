@@ -4,7 +4,7 @@ controller) the controller role. `step` is the only way to change it."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from core import controller as ctl
 from core import effects as fx
@@ -36,8 +36,7 @@ from core.types import (
 Effects = list[fx.Effect]
 
 
-@dataclass(frozen=True, slots=True)
-class BrokerState:
+class BrokerState(NamedTuple):
     broker_id: int
     config: ProtocolConfig
     broker_epoch: int = NO_BROKER_EPOCH
@@ -51,8 +50,7 @@ class BrokerState:
     shutting_down: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class DurableReplica:
+class DurableReplica(NamedTuple):
     """What survives a restart for one replica: the log's offsets and the checkpoints."""
 
     tp: TopicPartition
@@ -94,8 +92,8 @@ def replica(state: BrokerState, tp: TopicPartition) -> rep.ReplicaState | None:
 def _put(state: BrokerState, r: rep.ReplicaState) -> BrokerState:
     others = tuple(x for x in state.replicas if x.tp != r.tp)
     if len(others) == len(state.replicas):
-        return replace(state, replicas=tuple(sorted((*others, r), key=lambda x: x.tp)))
-    return replace(state, replicas=tuple(r if x.tp == r.tp else x for x in state.replicas))
+        return state._replace(replicas=tuple(sorted((*others, r), key=lambda x: x.tp)))
+    return state._replace(replicas=tuple(r if x.tp == r.tp else x for x in state.replicas))
 
 
 def step(state: BrokerState, event: ev.Event) -> tuple[BrokerState, Effects]:
@@ -105,11 +103,11 @@ def step(state: BrokerState, event: ev.Event) -> tuple[BrokerState, Effects]:
         case ev.Started():
             return state, [fx.ZkRegisterBroker(state.broker_id)]
         case ev.BrokerRegistered(broker_epoch=epoch):
-            return replace(state, broker_epoch=epoch), []
+            return state._replace(broker_epoch=epoch), []
         case ev.SessionExpired():
             # Ephemeral nodes are gone: register again, stop being controller. Replicas keep
             # going until the controller says otherwise (a zombie may not know yet).
-            return replace(state, broker_epoch=NO_BROKER_EPOCH, controller=None), [
+            return state._replace(broker_epoch=NO_BROKER_EPOCH, controller=None), [
                 fx.ZkRegisterBroker(state.broker_id)
             ]
         case ev.ControllerChanged(controller_id=cid):
@@ -120,24 +118,24 @@ def step(state: BrokerState, event: ev.Event) -> tuple[BrokerState, Effects]:
             if state.controller is None:
                 return state, []
             c, out = ctl.on_brokers_changed(state.controller, live, cfg)
-            return replace(state, controller=c), out
+            return state._replace(controller=c), out
         case ev.TopicsChanged(partitions=parts):
             if state.controller is None:
                 return state, []
             c, out = ctl.on_topics_changed(state.controller, parts, cfg)
-            return replace(state, controller=c), out
+            return state._replace(controller=c), out
         case ev.IsrChanged(partitions=parts):
             if state.controller is None:
                 return state, []
             c, out = ctl.on_isr_changed(state.controller, parts)
-            return replace(state, controller=c), out
+            return state._replace(controller=c), out
         case ev.PartitionStateWritten():
             return _on_partition_written(state, event, cfg)
         case ev.Chosen(key=key, option=option):
             if state.controller is None:
                 return state, []
             c, out = ctl.on_chosen(state.controller, key, option, cfg)
-            return replace(state, controller=c), out
+            return state._replace(controller=c), out
         case ev.TimerFired(key=key):
             return _on_timer(state, key, cfg)
         case ev.MessageReceived(src=src, message=msg):
@@ -181,7 +179,7 @@ def step(state: BrokerState, event: ev.Event) -> tuple[BrokerState, Effects]:
             if state.controller_id == NO_LEADER:
                 return state, []
             req = ControlledShutdownRequest(state.broker_id, state.broker_epoch)
-            return replace(state, shutting_down=True), [fx.Send(state.controller_id, req)]
+            return state._replace(shutting_down=True), [fx.Send(state.controller_id, req)]
     return state, []
 
 
@@ -194,8 +192,8 @@ def _no_such_partition(acks: int, request_id: int, tp: TopicPartition) -> Effect
 def _on_controller_changed(state: BrokerState, cid: int) -> tuple[BrokerState, Effects]:
     out: Effects = []
     if state.controller is not None and cid != state.broker_id:
-        state = replace(state, controller=None)  # someone else holds /controller: resign
-    state = replace(state, controller_id=cid)
+        state = state._replace(controller=None)  # someone else holds /controller: resign
+    state = state._replace(controller_id=cid)
     if cid == NO_LEADER and state.broker_epoch != NO_BROKER_EPOCH:
         out.append(fx.ZkElectController(state.broker_id))
     return state, out
@@ -205,12 +203,12 @@ def _on_controller_election(
     state: BrokerState, e: ev.ControllerElection, cfg: ProtocolConfig
 ) -> tuple[BrokerState, Effects]:
     if not e.won:
-        return replace(state, controller_id=e.controller_id), []
+        return state._replace(controller_id=e.controller_id), []
     c, out = ctl.on_elected(
         state.broker_id, e.controller_epoch, e.epoch_zk_version, e.live_brokers, e.partitions, cfg
     )
-    state = replace(
-        state,
+    state = state._replace(
+
         controller=c,
         controller_id=state.broker_id,
         controller_epoch=max(state.controller_epoch, e.controller_epoch),
@@ -233,8 +231,8 @@ def _on_partition_written(
         state.controller, e.tp, e.proposed, e.ok, e.fenced, e.current, cfg
     )
     if c is None:
-        return replace(state, controller=None), [fx.ZkResignController(state.broker_id)]
-    return replace(state, controller=c), out
+        return state._replace(controller=None), [fx.ZkResignController(state.broker_id)]
+    return state._replace(controller=c), out
 
 
 def _on_timer(
@@ -245,7 +243,7 @@ def _on_timer(
         if state.controller is None:
             return state, []
         c, out = ctl.on_rebalance_timer(state.controller, cfg)
-        return replace(state, controller=c), out
+        return state._replace(controller=c), out
     tp = key[1]
     if not isinstance(tp, TopicPartition):
         return state, []
@@ -285,7 +283,7 @@ def _on_message(
         case LeaderAndIsrRequest():
             if not _control_request_ok(state, msg.controller_epoch, msg.broker_epoch, cfg):
                 return state, []
-            state = replace(state, controller_epoch=max(state.controller_epoch,
+            state = state._replace(controller_epoch=max(state.controller_epoch,
                                                         msg.controller_epoch))
             out: Effects = []
             for info in msg.partitions:
@@ -299,8 +297,8 @@ def _on_message(
         case UpdateMetadataRequest():
             if not _control_request_ok(state, msg.controller_epoch, msg.broker_epoch, cfg):
                 return state, []
-            return replace(
-                state,
+            return state._replace(
+
                 controller_epoch=max(state.controller_epoch, msg.controller_epoch),
                 controller_id=msg.controller_id,
                 metadata=msg.partitions,
@@ -309,17 +307,17 @@ def _on_message(
         case StopReplicaRequest():
             if not _control_request_ok(state, msg.controller_epoch, msg.broker_epoch, cfg):
                 return state, []
-            state = replace(state, controller_epoch=max(state.controller_epoch,
+            state = state._replace(controller_epoch=max(state.controller_epoch,
                                                         msg.controller_epoch))
             out = []
             for tp in msg.partitions:
-                hosted = replica(state, tp)
-                if hosted is None:
+                found = replica(state, tp)
+                if found is None:
                     continue
-                hosted, e = rep.on_stop_replica(hosted)
+                hosted, e = rep.on_stop_replica(found)
                 out += e
                 if msg.delete:
-                    state = replace(state, replicas=tuple(x for x in state.replicas if x.tp != tp))
+                    state = state._replace(replicas=tuple(x for x in state.replicas if x.tp != tp))
                     out.append(fx.DeletePartition(tp))
                 else:
                     state = _put(state, hosted)
@@ -328,7 +326,7 @@ def _on_message(
             if state.controller is None:
                 return state, []
             c, out = ctl.on_controlled_shutdown(state.controller, msg, cfg)
-            return replace(state, controller=c), out
+            return state._replace(controller=c), out
         case ControlledShutdownResponse():
             return state, []
         case FetchRequest():

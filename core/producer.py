@@ -7,22 +7,20 @@ being appended twice.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from core.types import Errors
 
 MAX_SEQUENCE = 2**31 - 1
 
 
-@dataclass(frozen=True, slots=True)
-class BatchMetadata:
+class BatchMetadata(NamedTuple):
     first_sequence: int
     last_sequence: int
     base_offset: int
 
 
-@dataclass(frozen=True, slots=True)
-class ProducerEntry:
+class ProducerEntry(NamedTuple):
     producer_id: int
     producer_epoch: int
     batches: tuple[BatchMetadata, ...]  # oldest first, at most max_idempotent_batches
@@ -31,8 +29,7 @@ class ProducerEntry:
 ProducerTable = tuple[ProducerEntry, ...]  # sorted by producer id
 
 
-@dataclass(frozen=True, slots=True)
-class SequenceVerdict:
+class SequenceVerdict(NamedTuple):
     error: Errors
     duplicate_of: int | None  # base offset of the original batch for a retry
 

@@ -7,7 +7,7 @@ append or truncate. Every handler returns `(replica, effects)`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from core import effects as fx
 from core.config import ProtocolConfig
@@ -45,8 +45,7 @@ from core.types import (
 Effects = list[fx.Effect]
 
 
-@dataclass(frozen=True, slots=True)
-class PendingProduce:
+class PendingProduce(NamedTuple):
     """An acks=all request in purgatory, waiting for the HW to reach `required_offset`."""
 
     request_id: int
@@ -54,8 +53,7 @@ class PendingProduce:
     base_offset: int
 
 
-@dataclass(frozen=True, slots=True)
-class ReplicaState:
+class ReplicaState(NamedTuple):
     tp: TopicPartition
     broker_id: int
     replicas: tuple[int, ...]
@@ -180,8 +178,8 @@ def _become_leader(
         for f, _ in followers
         if f in info.isr
     ]
-    new = replace(
-        rs,
+    new = rs._replace(
+
         role=Role.LEADER,
         leader=rs.broker_id,
         leader_epoch=info.leader_epoch,
@@ -206,8 +204,8 @@ def _become_follower(
     if rs.role == Role.LEADER:
         out += _abandon_leadership(rs)
     same_leader = rs.role == Role.FOLLOWER and rs.leader == info.leader
-    base = replace(
-        rs,
+    base = rs._replace(
+
         role=Role.FOLLOWER,
         leader=info.leader,
         leader_epoch=info.leader_epoch,
@@ -227,7 +225,7 @@ def _become_follower(
     out += [fx.CancelTimer(fetch_timeout_timer(rs.tp))]
     if info.leader == NO_LEADER:
         out.append(fx.CancelTimer(fetch_timer(rs.tp)))
-        return replace(base, fetch_state=FetchState.IDLE, fetch_in_flight=False), out
+        return base._replace(fetch_state=FetchState.IDLE, fetch_in_flight=False), out
     if cfg.bugs.truncate_to_hw:
         # Before KIP-101: truncate to the local high watermark, then fetch.
         base, tr = _truncate(base, base.high_watermark)
@@ -239,7 +237,7 @@ def _become_follower(
     else:
         start = FetchState.TRUNCATING
     out.append(fx.SetTimer(fetch_timer(rs.tp), 0))
-    return replace(base, fetch_state=start, fetch_in_flight=False), out
+    return base._replace(fetch_state=start, fetch_in_flight=False), out
 
 
 def _truncate(rs: ReplicaState, offset: int) -> tuple[ReplicaState, Effects]:
@@ -254,8 +252,8 @@ def _truncate(rs: ReplicaState, offset: int) -> tuple[ReplicaState, Effects]:
     if hw != rs.high_watermark:
         out.append(fx.CheckpointHighWatermark(rs.tp, hw))
     producers = truncate_producers(rs.producers, offset)
-    return replace(
-        rs, log_end_offset=offset, epochs=epochs, high_watermark=hw, producers=producers
+    return rs._replace(
+log_end_offset=offset, epochs=epochs, high_watermark=hw, producers=producers
     ), out
 
 
@@ -265,8 +263,8 @@ def on_stop_replica(rs: ReplicaState) -> tuple[ReplicaState, Effects]:
         out += _abandon_leadership(rs)
     if rs.role == Role.FOLLOWER:
         out += [fx.CancelTimer(fetch_timer(rs.tp)), fx.CancelTimer(fetch_timeout_timer(rs.tp))]
-    stopped = replace(
-        rs,
+    stopped = rs._replace(
+
         role=Role.NONE,
         leader=NO_LEADER,
         isr=(),
@@ -293,7 +291,7 @@ def on_fetch_timer(rs: ReplicaState, cfg: ProtocolConfig) -> tuple[ReplicaState,
         if not rs.epochs:
             # No epoch known: Kafka truncates to the high watermark instead.
             rs, out = _truncate(rs, rs.high_watermark)
-            rs = replace(rs, fetch_state=FetchState.FETCHING)
+            rs = rs._replace(fetch_state=FetchState.FETCHING)
         else:
             req = OffsetForLeaderEpochRequest(
                 replica_id=rs.broker_id,
@@ -303,7 +301,7 @@ def on_fetch_timer(rs: ReplicaState, cfg: ProtocolConfig) -> tuple[ReplicaState,
             )
             out.append(fx.Send(rs.leader, req))
             out.append(fx.SetTimer(fetch_timeout_timer(rs.tp), cfg.request_timeout_ms))
-            return replace(rs, fetch_in_flight=True), out
+            return rs._replace(fetch_in_flight=True), out
     if rs.fetch_state == FetchState.FETCHING:
         last_epoch = latest_epoch(rs.epochs)
         out.append(
@@ -319,7 +317,7 @@ def on_fetch_timer(rs: ReplicaState, cfg: ProtocolConfig) -> tuple[ReplicaState,
             )
         )
         out.append(fx.SetTimer(fetch_timeout_timer(rs.tp), cfg.request_timeout_ms))
-        return replace(rs, fetch_in_flight=True), out
+        return rs._replace(fetch_in_flight=True), out
     return rs, out
 
 
@@ -327,7 +325,7 @@ def on_fetch_timeout(rs: ReplicaState, cfg: ProtocolConfig) -> tuple[ReplicaStat
     """No answer within request.timeout.ms: forget the request and try again after a backoff."""
     if not rs.fetch_in_flight:
         return rs, []
-    return replace(rs, fetch_in_flight=False), [
+    return rs._replace(fetch_in_flight=False), [
         fx.SetTimer(fetch_timer(rs.tp), cfg.replica_fetch_backoff_ms)
     ]
 
@@ -348,7 +346,7 @@ def on_offset_for_leader_epoch_response(
     if rs.fetch_state != FetchState.TRUNCATING or resp.requested_epoch != latest_epoch(rs.epochs):
         return rs, []
     out: Effects = [fx.CancelTimer(fetch_timeout_timer(rs.tp))]
-    rs = replace(rs, fetch_in_flight=False)
+    rs = rs._replace(fetch_in_flight=False)
     if resp.error != Errors.NONE:
         out.append(fx.SetTimer(fetch_timer(rs.tp), cfg.replica_fetch_backoff_ms))
         return rs, out
@@ -361,7 +359,7 @@ def on_offset_for_leader_epoch_response(
     rs, tr = _truncate(rs, offset)
     out += tr
     if done:
-        rs = replace(rs, fetch_state=FetchState.FETCHING)
+        rs = rs._replace(fetch_state=FetchState.FETCHING)
     out.append(fx.SetTimer(fetch_timer(rs.tp), 0))
     return rs, out
 
@@ -372,11 +370,11 @@ def on_fetch_response(
     if not _answer_for_us(rs, resp.current_leader_epoch) or rs.fetch_state != FetchState.FETCHING:
         return rs, []
     out: Effects = [fx.CancelTimer(fetch_timeout_timer(rs.tp))]
-    rs = replace(rs, fetch_in_flight=False)
+    rs = rs._replace(fetch_in_flight=False)
     if resp.error in (Errors.OFFSET_OUT_OF_RANGE,) or resp.diverging:
         # Our log does not line up with the leader's: find the divergence point again.
         out.append(fx.SetTimer(fetch_timer(rs.tp), 0))
-        return replace(rs, fetch_state=FetchState.TRUNCATING), out
+        return rs._replace(fetch_state=FetchState.TRUNCATING), out
     if resp.error != Errors.NONE or resp.fetch_offset != rs.log_end_offset:
         out.append(fx.SetTimer(fetch_timer(rs.tp), cfg.replica_fetch_backoff_ms))
         return rs, out
@@ -396,7 +394,7 @@ def on_fetch_response(
         out.append(fx.CheckpointHighWatermark(rs.tp, hw))
     delay = 0 if resp.batches else cfg.replica_fetch_wait_max_ms
     out.append(fx.SetTimer(fetch_timer(rs.tp), delay))
-    return replace(rs, epochs=epochs, log_end_offset=leo, high_watermark=hw), out
+    return rs._replace(epochs=epochs, log_end_offset=leo, high_watermark=hw), out
 
 
 # ---------------------------------------------------------------------------------------
@@ -487,7 +485,7 @@ def _update_follower(
 ) -> tuple[ReplicaState, Effects]:
     """`Replica.updateFetchState`, then maybe expand the ISR and advance the HW."""
     followers = tuple((f, fetch_offset if f == follower else leo) for f, leo in rs.followers)
-    rs = replace(rs, followers=followers)
+    rs = rs._replace(followers=followers)
     out: Effects = []
     if fetch_offset >= rs.log_end_offset:
         # Caught up now: the lag clock restarts (lastCaughtUpTimeMs := now).
@@ -521,7 +519,7 @@ def _propose_isr(rs: ReplicaState, new_isr: tuple[int, ...]) -> tuple[ReplicaSta
         controller_epoch_zk_version=None,
         by_controller=False,
     )
-    return replace(rs, pending_isr=new_isr), [write]
+    return rs._replace(pending_isr=new_isr), [write]
 
 
 def on_isr_written(
@@ -535,8 +533,8 @@ def on_isr_written(
         return rs, []
     if not ok:
         # Someone (the controller) changed the partition: a LeaderAndIsr will tell us what.
-        return replace(rs, pending_isr=None), []
-    rs = replace(rs, isr=proposed.isr, pending_isr=None, zk_version=proposed.zk_version)
+        return rs._replace(pending_isr=None), []
+    rs = rs._replace(isr=proposed.isr, pending_isr=None, zk_version=proposed.zk_version)
     out: Effects = [fx.ZkNotifyIsrChange(rs.tp)]
     return _maybe_advance_hw(rs, out, cfg)
 
@@ -572,7 +570,7 @@ def _maybe_advance_hw(
     hw = high_watermark(rs.high_watermark, rs.log_end_offset, members)
     require(hw <= rs.log_end_offset, "high watermark beyond the log end")
     if hw != rs.high_watermark:
-        rs = replace(rs, high_watermark=hw)
+        rs = rs._replace(high_watermark=hw)
         out.append(fx.CheckpointHighWatermark(rs.tp, hw))
     return _complete_purgatory(rs, out, cfg)
 
@@ -593,14 +591,14 @@ def _complete_purgatory(
         error = Errors.NONE if ok else Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         out.append(fx.CancelTimer(produce_timeout_timer(rs.tp, p.request_id)))
         out.append(fx.ProduceReply(p.request_id, rs.tp, error, p.base_offset))
-    return replace(rs, purgatory=tuple(waiting)), out
+    return rs._replace(purgatory=tuple(waiting)), out
 
 
 def on_produce_timeout(rs: ReplicaState, request_id: int) -> tuple[ReplicaState, Effects]:
     kept = tuple(p for p in rs.purgatory if p.request_id != request_id)
     if len(kept) == len(rs.purgatory):
         return rs, []
-    return replace(rs, purgatory=kept), [
+    return rs._replace(purgatory=kept), [
         fx.ProduceReply(request_id, rs.tp, Errors.REQUEST_TIMED_OUT, -1)
     ]
 
@@ -651,12 +649,12 @@ def on_produce(
             producers, producer_id, producer_epoch, base_sequence, record_count, base,
             cfg.max_idempotent_batches,
         )
-    rs = replace(
-        rs, log_end_offset=base + record_count, epochs=epochs, producers=producers
+    rs = rs._replace(
+log_end_offset=base + record_count, epochs=epochs, producers=producers
     )
     if acks == -1:
         pending = PendingProduce(request_id, base + record_count, base)
-        rs = replace(rs, purgatory=(*rs.purgatory, pending))
+        rs = rs._replace(purgatory=(*rs.purgatory, pending))
         out.append(fx.SetTimer(produce_timeout_timer(rs.tp, request_id), timeout_ms))
         return _maybe_advance_hw(rs, out, cfg)
     out += reply(Errors.NONE, base)

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from typing import NamedTuple
 
 NO_LEADER = -1
 UNDEFINED_EPOCH = -1
 NO_BROKER_EPOCH = -1
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class TopicPartition:
+class TopicPartition(NamedTuple):
     topic: str
     partition: int
 
@@ -19,8 +18,7 @@ class TopicPartition:
         return f"{self.topic}-{self.partition}"
 
 
-@dataclass(frozen=True, slots=True)
-class LeaderIsr:
+class LeaderIsr(NamedTuple):
     """`/brokers/topics/<t>/partitions/<p>/state` with the znode's version."""
 
     leader: int
@@ -30,8 +28,7 @@ class LeaderIsr:
     zk_version: int
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionInfo:
+class PartitionInfo(NamedTuple):
     """What a LeaderAndIsr request says about one partition."""
 
     tp: TopicPartition
@@ -42,8 +39,7 @@ class PartitionInfo:
     replicas: tuple[int, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class LiveBroker:
+class LiveBroker(NamedTuple):
     broker_id: int
     broker_epoch: int
 

@@ -33,6 +33,22 @@ UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
 
 
+def lit(value: int, like: ZInt) -> ZInt:
+    """An integer literal of the same sort as `like`: the encodings are generic over Int
+    (proofs, unbounded) and signed bit-vectors (bounded model checking, bit-blasted)."""
+    if z3.is_bv(like):
+        return z3.BitVecVal(value, like.size())
+    return z3.IntVal(value)
+
+
+def z_count(conditions: Sequence[ZBool], like: ZInt) -> ZInt:
+    """Number of true conditions, in the sort of `like`."""
+    total: ZInt = lit(0, like)
+    for c in conditions:
+        total = total + z3.If(c, lit(1, like), lit(0, like))
+    return total
+
+
 def z_min(a: ZInt, b: ZInt) -> ZInt:
     return z3.If(a <= b, a, b)
 
@@ -220,7 +236,7 @@ def z_cache_well_formed(cache: ZCache, log_end_offset: ZInt | None = None) -> ZB
 
 def z_latest_epoch(cache: ZCache) -> ZInt:
     """`core.rules.epochs.latest_epoch`."""
-    return z3.If(cache.length > 0, cache.last_epoch(), z3.IntVal(UNDEFINED_EPOCH))
+    return z3.If(cache.length > 0, cache.last_epoch(), lit(UNDEFINED_EPOCH, cache.length))
 
 
 def z_end_offset_for_epoch(
@@ -230,7 +246,7 @@ def z_end_offset_for_epoch(
 
     Exact for any cache (sorted or not): the first entry with a larger epoch decides, and the
     "floor" is the entry just before it, as in the Python loop."""
-    undefined = (z3.IntVal(UNDEFINED_EPOCH), z3.IntVal(UNDEFINED_OFFSET))
+    undefined = (lit(UNDEFINED_EPOCH, cache.length), lit(UNDEFINED_OFFSET, cache.length))
     # The loop: first i (< length) with epochs[i] > requested. Built from the back so that the
     # smallest such i wins.
     epoch: ZInt = undefined[0]
@@ -250,8 +266,8 @@ def z_end_offset_for_epoch(
 def z_truncate_epochs(cache: ZCache, end_offset: ZInt) -> ZCache:
     """`core.rules.epochs.truncate_epochs` for a well-formed cache: the kept entries (start
     offset below `end_offset`) are a prefix, so only the length changes."""
-    kept = z3.Sum([z3.If(z3.And(i < cache.length, cache.starts[i] < end_offset), 1, 0)
-                   for i in range(cache.capacity)])
+    kept = z_count([z3.And(i < cache.length, cache.starts[i] < end_offset)
+                    for i in range(cache.capacity)], cache.length)
     return ZCache(cache.epochs, cache.starts, kept)
 
 
@@ -262,11 +278,8 @@ def z_assign_epoch(cache: ZCache, epoch: ZInt, start_offset: ZInt) -> tuple[ZCac
     entry goes to index `k`. `fits` is false when that index is beyond the capacity (the
     encoding cannot represent the result; callers must require `fits`)."""
     unchanged = z3.And(cache.length > 0, cache.last_epoch() >= epoch)
-    k = z3.Sum([
-        z3.If(z3.And(i < cache.length, cache.epochs[i] < epoch, cache.starts[i] < start_offset),
-              1, 0)
-        for i in range(cache.capacity)
-    ])
+    k = z_count([z3.And(i < cache.length, cache.epochs[i] < epoch, cache.starts[i] < start_offset)
+                 for i in range(cache.capacity)], cache.length)
     epochs = tuple(z3.If(z3.And(z3.Not(unchanged), k == i), epoch, cache.epochs[i])
                    for i in range(cache.capacity))
     starts = tuple(z3.If(z3.And(z3.Not(unchanged), k == i), start_offset, cache.starts[i])

@@ -1,0 +1,125 @@
+"""The catalogue of historic Kafka replication bugs (and documented trade-offs) that the
+checkers must find. Each entry names the reference scenario (B1-B18 in
+shared/reference/kafka-replication.md), how to switch it back on, and the smallest bounds
+at which our model checker finds it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from core.config import ProtocolConfig
+from spec.model import Bounds
+
+
+@dataclass(frozen=True)
+class BugScenario:
+    name: str
+    reference: str  # the scenario id(s) in the reference catalogue
+    description: str
+    switch: str | None  # the core.config.Bugs field, or None for a configuration trade-off
+    config_changes: tuple[tuple[str, object], ...]
+    bounds: Bounds  # smallest bounds known to expose it
+
+    def config(self, base: ProtocolConfig | None = None) -> ProtocolConfig:
+        cfg = base or ProtocolConfig()
+        if self.config_changes:
+            cfg = replace(cfg, **dict(self.config_changes))  # type: ignore[arg-type]
+        if self.switch is not None:
+            cfg = cfg.with_bug(self.switch)
+        return cfg
+
+
+CATALOGUE: tuple[BugScenario, ...] = (
+    BugScenario(
+        "acks-1", "B1",
+        "producers use acks=1: a leader acknowledges before followers have the record, and "
+        "losing that leader loses an acknowledged write (documented trade-off)",
+        None, (), Bounds(brokers=2, records=1, leader_epochs=2, crashes=1, acks=1),
+    ),
+    BugScenario(
+        "unclean-election", "B2",
+        "unclean.leader.election.enable with min.insync.replicas=1: a replica outside the "
+        "ISR is elected and committed records are lost",
+        None, (("unclean_leader_election_enable", True), ("min_insync_replicas", 1)),
+        Bounds(brokers=2, records=1, leader_epochs=3, crashes=1),
+    ),
+    BugScenario(
+        "min-isr-1-lossy-crash", "B3",
+        "min.insync.replicas=1 and one machine crash that loses the page cache: an "
+        "acknowledged record that only the leader had is gone",
+        None, (("min_insync_replicas", 1),),
+        Bounds(brokers=2, records=1, leader_epochs=3, crashes=1, lossy_crashes=1),
+    ),
+    BugScenario(
+        "last-replica-standing", "B4",
+        "min.insync.replicas=2 is not enough against a lossy crash of the last ISR member: "
+        "it is re-elected with an empty log (unfixed in ZooKeeper-era Kafka; KIP-966)",
+        None, (),
+        Bounds(brokers=2, records=2, leader_epochs=3, crashes=1, lossy_crashes=1),
+    ),
+    BugScenario(
+        "truncate-to-hw", "B5/B6",
+        "followers truncate to their high watermark when they become followers (before "
+        "KIP-101): a committed record is cut from an ISR member",
+        "truncate_to_hw", (), Bounds(brokers=2, records=1, leader_epochs=3, crashes=1),
+    ),
+    BugScenario(
+        "kip-101-only", "B7",
+        "truncation by OffsetsForLeaderEpoch without KIP-279's epoch in the answer and "
+        "without KAFKA-7415 (a new leader records its epoch): fast fail-overs diverge",
+        "kip101_only", (), Bounds(brokers=2, records=2, leader_epochs=3, crashes=1),
+    ),
+    BugScenario(
+        "no-fetch-epoch-fencing", "B8",
+        "fetches do not carry the current leader epoch (before KIP-320): a zombie follower "
+        "of an old epoch helps advance the HW and later truncates committed data",
+        "no_fetch_epoch_fencing", (), Bounds(brokers=3, records=1, leader_epochs=3, crashes=1),
+    ),
+    BugScenario(
+        "unfenced-truncation", "B9",
+        "OffsetsForLeaderEpoch is answered by a leader in another epoch: the follower "
+        "truncates against a log that is itself about to be truncated",
+        "unfenced_truncation", (), Bounds(brokers=3, records=1, leader_epochs=3, crashes=1),
+    ),
+    BugScenario(
+        "kip-320-first-try", "B10",
+        "followers truncate lazily when a fetch reveals a mismatch, and the leader cannot "
+        "tell which epoch its followers follow",
+        "kip320_first_try", (), Bounds(brokers=3, records=1, leader_epochs=3, crashes=1),
+    ),
+    BugScenario(
+        "isr-expand-before-epoch-start", "B11",
+        "a follower joins the ISR before the new leader's HW reaches its epoch start "
+        "(KAFKA-7128)",
+        "isr_expand_before_epoch_start", (),
+        Bounds(brokers=3, records=1, leader_epochs=2, crashes=1),
+    ),
+    BugScenario(
+        "skip-truncate-same-leader", "B12",
+        "a follower that missed an epoch skips truncation because the leader id did not "
+        "change (KAFKA-7164)",
+        "skip_truncate_same_leader", (), Bounds(brokers=3, records=2, leader_epochs=3, crashes=1),
+    ),
+    BugScenario(
+        "no-controller-epoch-check", "B13",
+        "brokers accept requests from an older controller and controller writes are not "
+        "fenced by the controller epoch's znode version (KAFKA-6082): a zombie controller "
+        "mints a second leader for an epoch",
+        "no_controller_epoch_check", (),
+        Bounds(brokers=2, records=0, leader_epochs=3, controller_epochs=2, crashes=0,
+               expiries=1, zk_watches="async"),
+    ),
+    BugScenario(
+        "no-broker-epoch-check", "B16",
+        "a restarted broker accepts a LeaderAndIsr meant for its previous incarnation "
+        "(before KIP-380) and leads an old epoch a second time",
+        "no_broker_epoch_check", (), Bounds(brokers=2, records=2, leader_epochs=3, crashes=1),
+    ),
+)
+
+
+def by_name(name: str) -> BugScenario:
+    for b in CATALOGUE:
+        if b.name == name:
+            return b
+    raise KeyError(f"unknown bug {name!r}; known: {', '.join(b.name for b in CATALOGUE)}")

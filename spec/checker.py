@@ -1,0 +1,141 @@
+"""Explicit-state model checking of the real core.
+
+Breadth-first (shortest counterexamples) or depth-first search over `spec.model.Model`,
+with every state checked against `spec.invariants` and every transition against the step
+invariants. States are stored by a canonical key: symmetric under renaming brokers when the
+model is (every choice explored), so one representative per orbit is kept.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from spec.invariants import check_state, check_step
+from spec.model import Action, Model
+from spec.symmetry import Canonicalizer
+from spec.world import World
+
+
+@dataclass
+class Result:
+    violation: tuple[str, str] | None  # (invariant, what broke)
+    trace: list[tuple[Action, World]]  # from the initial state (action () ) to the bad one
+    states: int
+    transitions: int
+    depth: int
+    seconds: float
+    exhausted: bool  # the whole bounded state space was explored
+    stopped_by: str | None = None  # "max_states" or "time_limit" when not exhausted
+    extra: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def states_per_second(self) -> float:
+        return self.states / self.seconds if self.seconds > 0 else 0.0
+
+
+def check(
+    model: Model,
+    strategy: str = "bfs",
+    symmetry: bool = True,
+    max_states: int | None = None,
+    time_limit_s: float | None = None,
+    progress: Callable[[int, int, float], None] | None = None,
+) -> Result:
+    """Explore until a violation, exhaustion, or a limit. BFS returns a shortest trace."""
+    if strategy not in ("bfs", "dfs"):
+        raise ValueError("strategy must be 'bfs' or 'dfs'")
+    start = time.perf_counter()
+    n_brokers = model.bounds.brokers
+
+    canon = Canonicalizer(n_brokers)
+
+    def key(w: World) -> object:
+        return canon.key(w) if symmetry else w
+
+    init = model.initial()
+    init_key = key(init)
+    parents: dict[object, tuple[object, Action] | None] = {init_key: None}
+    frontier: deque[tuple[World, object, int]] = deque([(init, init_key, 0)])
+    transitions = 0
+    depth = 0
+    concrete: set[World] = {init}
+
+    def result(violation: tuple[str, str] | None, bad: tuple[World, object] | None,
+               exhausted: bool, stopped_by: str | None) -> Result:
+        trace = _trace(model, parents, bad, key) if bad is not None else []
+        return Result(violation, trace, len(parents), transitions, depth,
+                      time.perf_counter() - start, exhausted, stopped_by)
+
+    bad = check_state(init)
+    if bad is not None:
+        return result(bad, (init, init_key), False, None)
+    pop = frontier.popleft if strategy == "bfs" else frontier.pop
+    while frontier:
+        w, wk, d = pop()
+        depth = max(depth, d)
+        for action, nxt in model.successors(w):
+            transitions += 1
+            if symmetry:
+                # A concrete world met before needs no canonical key (which is the costly
+                # part): most transitions close diamonds or loop back.
+                if nxt in concrete:
+                    continue
+                concrete.add(nxt)
+            nk = key(nxt)
+            if nk in parents:
+                continue
+            parents[nk] = (wk, action)
+            violation = check_step(w, nxt) or check_state(nxt)
+            if violation is not None:
+                depth = max(depth, d + 1)
+                return result(violation, (nxt, nk), False, None)
+            frontier.append((nxt, nk, d + 1))
+        if progress is not None and len(parents) % 1000 < 20:
+            progress(len(parents), depth, time.perf_counter() - start)
+        if max_states is not None and len(parents) >= max_states:
+            return result(None, None, False, "max_states")
+        if time_limit_s is not None and time.perf_counter() - start > time_limit_s:
+            return result(None, None, False, "time_limit")
+    return result(None, None, True, None)
+
+
+def _trace(
+    model: Model,
+    parents: dict[object, tuple[object, Action] | None],
+    bad: tuple[World, object],
+    key: Callable[[World], object],
+) -> list[tuple[Action, World]]:
+    """Rebuild the path by replaying actions from the initial state (the stored keys may be
+    symmetric representatives; replaying yields the concrete worlds)."""
+    actions: list[Action] = []
+    k: object = bad[1]
+    while True:
+        entry = parents[k]
+        if entry is None:
+            break
+        k, action = entry
+        actions.append(action)
+    actions.reverse()
+    return replay(model, actions, key)
+
+
+def replay(
+    model: Model, actions: list[Action], key: Callable[[World], object] | None = None
+) -> list[tuple[Action, World]]:
+    """Run a list of actions from the initial state. With a symmetry key, an action recorded
+    on a representative is matched up to renaming: the successor whose key equals the key
+    the checker stored is taken."""
+    w = model.initial()
+    out: list[tuple[Action, World]] = [((), w)]
+    for action in actions:
+        succs = model.successors(w)
+        exact = [s for a, s in succs if a == action]
+        if exact:
+            w = exact[0]
+        else:
+            raise ValueError(f"action {action!r} is not enabled in the replayed state")
+        out.append((action, w))
+    return out

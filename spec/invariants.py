@@ -1,0 +1,241 @@
+"""The safety properties, one source of truth for every driver (checker, Hypothesis, the
+simulator, live probes). Names follow Kafka's TLA+ specs (hachikuji/kafka-specification,
+Vanlightly/kafka-tlaplus) as the reference documents list them.
+
+State invariants take a World; step invariants take the World before and after one action.
+Each returns None when it holds, or a sentence saying what broke.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from core.replica import ReplicaState
+from core.types import NO_LEADER, Role
+from spec.world import TP, Node, Record, World
+
+Check = Callable[[World], str | None]
+StepCheck = Callable[[World, World], str | None]
+
+
+def _replica(node: Node) -> ReplicaState | None:
+    if node.state is None:
+        return None
+    for r in node.state.replicas:
+        if r.tp == TP:
+            return r
+    return None
+
+
+def _leaders(w: World) -> list[tuple[int, ReplicaState, tuple[Record, ...]]]:
+    """Brokers that presume leadership (they accept writes and expose their HW)."""
+    out = []
+    for i, n in enumerate(w.nodes):
+        r = _replica(n)
+        if r is not None and r.role == Role.LEADER:
+            out.append((i, r, n.disk.records))
+    return out
+
+
+def strong_isr(w: World) -> str | None:
+    """Whatever any (possibly stale) leader has exposed below its HW is held, identically,
+    by every replica in the ZooKeeper ISR: the controller could elect any of them."""
+    p = w.zk.partition
+    if p is None:
+        return None
+    for i, r, log in _leaders(w):
+        for m in p.isr:
+            other = w.nodes[m].disk.records
+            if other[:r.high_watermark] != log[:r.high_watermark]:
+                return (f"broker {i} (leader, epoch {r.leader_epoch}) exposes "
+                        f"{log[:r.high_watermark]} below HW {r.high_watermark}, but ISR member "
+                        f"{m} holds {other[:r.high_watermark]}")
+    return None
+
+
+def weak_isr(w: World) -> str | None:
+    """As strong_isr, over the leader's own view of the ISR."""
+    for i, r, log in _leaders(w):
+        for m in r.isr:
+            other = w.nodes[m].disk.records
+            if other[:r.high_watermark] != log[:r.high_watermark]:
+                return (f"broker {i} (leader, epoch {r.leader_epoch}) exposes up to HW "
+                        f"{r.high_watermark} but its ISR member {m} holds {other}")
+    return None
+
+
+def leader_in_isr(w: World) -> str | None:
+    """The ZooKeeper leader is in the ZooKeeper ISR (guarded: or there is no leader)."""
+    p = w.zk.partition
+    if p is not None and p.leader != NO_LEADER and p.leader not in p.isr:
+        return f"ZooKeeper names leader {p.leader} outside ISR {p.isr}"
+    return None
+
+
+def high_watermark_le_log_end(w: World) -> str | None:
+    for i, n in enumerate(w.nodes):
+        r = _replica(n)
+        if r is not None and r.high_watermark > r.log_end_offset:
+            return f"broker {i}: HW {r.high_watermark} > LEO {r.log_end_offset}"
+    return None
+
+
+def log_end_matches_disk(w: World) -> str | None:
+    """The core's log end offset is what the store holds (driver and core agree)."""
+    for i, n in enumerate(w.nodes):
+        r = _replica(n)
+        if r is not None and r.log_end_offset != len(n.disk.records):
+            return f"broker {i}: core LEO {r.log_end_offset} != log length {len(n.disk.records)}"
+    return None
+
+
+def log_matching(w: World) -> str | None:
+    """Any two replicas agree on every offset below both their HWs."""
+    reps = [(i, r, n.disk.records) for i, n in enumerate(w.nodes)
+            if (r := _replica(n)) is not None]
+    for a in range(len(reps)):
+        for b in range(a + 1, len(reps)):
+            (i, ri, li), (j, rj, lj) = reps[a], reps[b]
+            k = min(ri.high_watermark, rj.high_watermark)
+            if li[:k] != lj[:k]:
+                return f"brokers {i} and {j} differ below HW {k}: {li[:k]} vs {lj[:k]}"
+    return None
+
+
+def epoch_offset_uniqueness(w: World) -> str | None:
+    """Two replicas holding a record with the same (offset, epoch) hold the same record."""
+    seen: dict[tuple[int, int], tuple[int, int]] = {}
+    for i, n in enumerate(w.nodes):
+        for off, rec in enumerate(n.disk.records):
+            key = (off, rec[1])
+            if key in seen and seen[key][1] != rec[0]:
+                return (f"offset {off} epoch {rec[1]}: broker {seen[key][0]} has record "
+                        f"{seen[key][1]}, broker {i} has record {rec[0]}")
+            seen.setdefault(key, (i, rec[0]))
+    return None
+
+
+def leader_completeness(w: World) -> str | None:
+    """A leader that ZooKeeper names and that has taken over in that epoch holds every
+    acknowledged record."""
+    p = w.zk.partition
+    if p is None or p.leader == NO_LEADER or not w.ghost.acked:
+        return None
+    n = w.nodes[p.leader]
+    r = _replica(n)
+    if r is None or r.role != Role.LEADER or r.leader_epoch != p.leader_epoch:
+        return None
+    held = {rec[0] for rec in n.disk.records}
+    missing = sorted(w.ghost.acked - held)
+    if missing:
+        return f"leader {p.leader} (epoch {p.leader_epoch}) lacks acknowledged records {missing}"
+    return None
+
+
+def no_acked_record_lost(w: World) -> str | None:
+    """Every acknowledged record is still on some broker's disk."""
+    held = {rec[0] for n in w.nodes for rec in n.disk.records}
+    missing = sorted(w.ghost.acked - held)
+    if missing:
+        return f"acknowledged records {missing} are on no broker"
+    return None
+
+
+def consistent_read(w: World) -> str | None:
+    """Leaders never expose two different histories: what consumers could read below any
+    leader's HW is a prefix of one log."""
+    if w.ghost.conflicting_exposure:
+        return "two leaders exposed different records at the same offset"
+    return None
+
+
+def single_leader_per_epoch(w: World) -> str | None:
+    seen: dict[int, int] = {}
+    for epoch, broker in w.ghost.leaders:
+        if epoch in seen and seen[epoch] != broker:
+            return f"leader epoch {epoch} was led by both broker {seen[epoch]} and {broker}"
+        seen[epoch] = broker
+    return None
+
+
+def leader_epoch_monotonic(before: World, after: World) -> str | None:
+    """A running replica only ever moves to a larger leader epoch."""
+    for i, (a, b) in enumerate(zip(before.nodes, after.nodes, strict=True)):
+        ra, rb = _replica(a), _replica(b)
+        if ra is not None and rb is not None and rb.leader_epoch < ra.leader_epoch:
+            return f"broker {i}: leader epoch went from {ra.leader_epoch} to {rb.leader_epoch}"
+    return None
+
+
+def controller_epoch_monotonic(before: World, after: World) -> str | None:
+    if after.zk.controller_epoch < before.zk.controller_epoch:
+        return "ZooKeeper's controller epoch went down"
+    for i, (a, b) in enumerate(zip(before.nodes, after.nodes, strict=True)):
+        if a.state is not None and b.state is not None and (
+            b.state.controller_epoch < a.state.controller_epoch
+        ):
+            return f"broker {i}: controller epoch went down"
+    return None
+
+
+def zk_leader_epoch_monotonic(before: World, after: World) -> str | None:
+    pa, pb = before.zk.partition, after.zk.partition
+    if pa is not None and (pb is None or pb.leader_epoch < pa.leader_epoch):
+        return "the partition's leader epoch in ZooKeeper went down"
+    return None
+
+
+def hw_monotonic(before: World, after: World) -> str | None:
+    """A leader's HW never goes down while it leads in the same epoch."""
+    for i, (a, b) in enumerate(zip(before.nodes, after.nodes, strict=True)):
+        ra, rb = _replica(a), _replica(b)
+        if (ra is not None and rb is not None and ra.role == rb.role == Role.LEADER
+                and ra.leader_epoch == rb.leader_epoch and rb.high_watermark < ra.high_watermark):
+            return f"broker {i}: leader HW went from {ra.high_watermark} to {rb.high_watermark}"
+    return None
+
+
+@dataclass(frozen=True)
+class Invariant:
+    name: str
+    check: Check
+    needs_acks: bool = False  # only meaningful when records are acknowledged
+
+
+STATE_INVARIANTS: tuple[Invariant, ...] = (
+    Invariant("strong_isr", strong_isr),
+    Invariant("weak_isr", weak_isr),
+    Invariant("leader_in_isr", leader_in_isr),
+    Invariant("high_watermark_le_log_end", high_watermark_le_log_end),
+    Invariant("log_end_matches_disk", log_end_matches_disk),
+    Invariant("log_matching", log_matching),
+    Invariant("epoch_offset_uniqueness", epoch_offset_uniqueness),
+    Invariant("leader_completeness", leader_completeness, needs_acks=True),
+    Invariant("no_acked_record_lost", no_acked_record_lost, needs_acks=True),
+    Invariant("consistent_read", consistent_read),
+    Invariant("single_leader_per_epoch", single_leader_per_epoch),
+)
+
+STEP_INVARIANTS: tuple[tuple[str, StepCheck], ...] = (
+    ("leader_epoch_monotonic", leader_epoch_monotonic),
+    ("controller_epoch_monotonic", controller_epoch_monotonic),
+    ("zk_leader_epoch_monotonic", zk_leader_epoch_monotonic),
+    ("hw_monotonic", hw_monotonic),
+)
+
+
+def check_state(w: World) -> tuple[str, str] | None:
+    for inv in STATE_INVARIANTS:
+        why = inv.check(w)
+        if why is not None:
+            return inv.name, why
+    return None
+
+
+def check_step(before: World, after: World) -> tuple[str, str] | None:
+    for name, f in STEP_INVARIANTS:
+        why = f(before, after)
+        if why is not None:
+            return name, why
+    return None

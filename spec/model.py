@@ -1,0 +1,600 @@
+"""Cluster semantics over `core.step`: which actions are enabled in a World and what they do.
+
+An action is one external fact: a message delivered, dropped or duplicated, a timer firing,
+a ZooKeeper notification processed, a client produce, a crash, a session expiry, a restart.
+Its local consequences run to completion inside the same action: effects are applied in
+order, storage and ZooKeeper answer at once, and a `Choose` effect branches into one
+successor per option. In `rpc` network mode a replica fetch (request and response) is also
+one action, as in the TLA+ specs; in `async` mode every message is a separate delivery.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from dataclasses import dataclass, field
+
+from core import effects as fx
+from core import events as ev
+from core.config import ProtocolConfig
+from core.messages import (
+    BatchInfo,
+    FetchRequest,
+    FetchResponse,
+    LeaderAndIsrRequest,
+    Message,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    UpdateMetadataRequest,
+)
+from core.node import BrokerState, DurableReplica, init, recover, step
+from core.replica import ReplicaState
+from core.rules.epochs import truncate_epochs
+from core.types import NO_LEADER, LeaderIsr, LiveBroker, Role
+from spec.world import TP, Disk, Ghost, InFlight, Node, Record, World, Zk
+
+Action = tuple[object, ...]
+
+# Timers the model never fires: they only turn a pending request into an error reply, or
+# (rebalance) move leadership for balance, which the bounds on epochs make pointless.
+_QUIET_TIMERS = ("produce_timeout", "rebalance")
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """How far the checker explores, and which faults it may inject."""
+
+    brokers: int = 3
+    records: int = 2
+    leader_epochs: int = 3  # leader epochs 0 .. leader_epochs-1
+    controller_epochs: int = 2  # controller elections
+    crashes: int = 1
+    lossy_crashes: int = 0  # crashes that also lose the unflushed page cache
+    expiries: int = 0  # ZooKeeper session expiries of brokers that keep running
+    drops: int = 0
+    duplicates: int = 0
+    acks: int = -1
+    network: str = "rpc"  # "rpc" or "async"
+    # "sync": a ZooKeeper watch is processed as part of the action that fired it;
+    # "async": notifications queue up per broker and are processed as separate actions (a
+    # broker may act on stale knowledge meanwhile, e.g. a controller that lost its session).
+    zk_watches: str = "sync"
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.brokers <= 5:
+            raise ValueError("brokers must be between 1 and 5")
+        if self.network not in ("rpc", "async"):
+            raise ValueError("network must be 'rpc' or 'async'")
+        if self.lossy_crashes > self.crashes:
+            raise ValueError("lossy crashes are crashes: lossy_crashes <= crashes")
+        if self.acks not in (0, 1, -1):
+            raise ValueError("acks must be 0, 1 or -1")
+        for name in ("records", "leader_epochs", "controller_epochs", "crashes", "expiries",
+                     "drops", "duplicates"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative")
+
+
+@dataclass(slots=True)
+class _Builder:
+    """A world under construction during one action (mutable, copied when it branches)."""
+
+    nodes: list[Node]
+    zk: Zk
+    network: list[InFlight]
+    ghost: Ghost
+    choices: list[int] = field(default_factory=list)
+
+    def copy(self) -> _Builder:
+        return _Builder(list(self.nodes), self.zk, list(self.network), self.ghost,
+                        list(self.choices))
+
+    def freeze(self) -> World:
+        return World(tuple(self.nodes), self.zk, tuple(sorted(self.network)), self.ghost)
+
+
+def _inert(m: InFlight, nodes: list[Node], broker_epoch_checked: bool) -> bool:
+    """A LeaderAndIsr request its (running) target will ignore now and forever: its epochs
+    only grow while it runs, and a crash drops what is in flight to it. Delivering it is a
+    no-op, so the model forgets it."""
+    msg = m.message
+    if not isinstance(msg, LeaderAndIsrRequest):
+        return False
+    st = nodes[m.dst].state
+    if st is None:
+        return False
+    if broker_epoch_checked and st.broker_epoch != -1 and msg.broker_epoch < st.broker_epoch:
+        return True
+    if msg.controller_epoch > st.controller_epoch:
+        return False
+    for info in msg.partitions:
+        r = None
+        for x in st.replicas:
+            if x.tp == info.tp:
+                r = x
+        if r is None or info.leader_epoch > r.leader_epoch:
+            return False
+    return True
+
+
+def _normalize_versions(w: World) -> World:
+    """Renumber partition znode versions densely, keeping their order. The core only
+    compares versions (equal, greater) and proposes "current + 1", so worlds that differ
+    only by such a renumbering behave the same; without it a shrink/expand cycle would make
+    the state space infinite."""
+    seen: set[int] = set()
+    p = w.zk.partition
+    if p is not None:
+        seen.add(p.zk_version)
+    for n in w.nodes:
+        st = n.state
+        if st is None:
+            continue
+        for r in st.replicas:
+            seen.add(r.zk_version)
+        if st.controller is not None:
+            for ctx in st.controller.partitions:
+                if ctx.state is not None:
+                    seen.add(ctx.state.zk_version)
+    for m in w.network:
+        if isinstance(m.message, LeaderAndIsrRequest):
+            for info in m.message.partitions:
+                seen.add(info.zk_version)
+    seen.discard(-1)
+    ordered = sorted(seen)
+    if ordered == list(range(len(ordered))):
+        return w
+    rank = {v: i for i, v in enumerate(ordered)}
+    rank[-1] = -1
+
+    def li(x: LeaderIsr | None) -> LeaderIsr | None:
+        return None if x is None else x._replace(zk_version=rank[x.zk_version])
+
+    nodes = []
+    for n in w.nodes:
+        st = n.state
+        if st is not None:
+            reps = tuple(r._replace(zk_version=rank[r.zk_version]) for r in st.replicas)
+            ctl = st.controller
+            if ctl is not None:
+                ctl = ctl._replace(partitions=tuple(c._replace(state=li(c.state))
+                                                   for c in ctl.partitions))
+            st = st._replace(replicas=reps, controller=ctl)
+        nodes.append(n._replace(state=st))
+    network = []
+    for m in w.network:
+        if isinstance(m.message, LeaderAndIsrRequest):
+            infos = tuple(i._replace(zk_version=rank[i.zk_version]) for i in m.message.partitions)
+            m = m._replace(message=dataclasses.replace(m.message, partitions=infos))
+        network.append(m)
+    return World(tuple(nodes), w.zk._replace(partition=li(w.zk.partition)),
+                 tuple(sorted(network)), w.ghost)
+
+
+def _kind(message: Message) -> str:
+    return type(message).__name__
+
+
+class Model:
+    def __init__(self, config: ProtocolConfig, bounds: Bounds) -> None:
+        self.config = config
+        self.bounds = bounds
+        self.brokers = tuple(range(bounds.brokers))
+
+    # ----------------------------------------------------------------------------------
+    # initial state
+
+    def initial(self) -> World:
+        """All brokers started and registered; the topic's assignment is in ZooKeeper; no
+        controller yet, so every broker has the `/controller` notification to process."""
+        registered = tuple(LiveBroker(b, 1) for b in self.brokers)
+        zk = Zk(
+            registered=registered,
+            registrations=tuple(1 for _ in self.brokers),
+            assignment=self.brokers,
+        )
+        nodes = []
+        inbox: tuple[ev.Event, ...] = ()
+        if self.bounds.zk_watches == "async":
+            inbox = (ev.ControllerChanged(NO_LEADER),)
+        for b in self.brokers:
+            s = init(b, self.config)
+            s, _ = step(s, ev.Started())
+            s, _ = step(s, ev.BrokerRegistered(1))
+            nodes.append(Node(s, Disk(), frozenset(), inbox))
+        return World(tuple(nodes), zk, (), Ghost())
+
+    # ----------------------------------------------------------------------------------
+    # successors
+
+    def successors(self, w: World) -> list[tuple[Action, World]]:
+        out: list[tuple[Action, World]] = []
+        b = self.bounds
+        g = w.ghost
+        for i, node in enumerate(w.nodes):
+            if node.alive and node.inbox:
+                out += self._act(w, ("zk", i), i, node.inbox[0], pop_inbox=True)
+        if b.zk_watches == "sync" and w.zk.controller == NO_LEADER:
+            # `/controller` is free: every registered broker heard it; one of them wins.
+            for lb in w.zk.registered:
+                if w.nodes[lb.broker_id].alive:
+                    out += self._act(w, ("zk-elect", lb.broker_id), lb.broker_id,
+                                     ev.ControllerChanged(NO_LEADER))
+        seen: set[InFlight] = set()
+        for k, m in enumerate(w.network):
+            if m in seen:
+                continue
+            seen.add(m)
+            rest = w.network[:k] + w.network[k + 1:]
+            out += self._act(w._replace(network=rest), ("deliver", m.dst, m.src, m.kind, k),
+                             m.dst, ev.MessageReceived(m.src, m.message))
+            if g.drops < b.drops:
+                out.append((("drop", m.dst, m.src, m.kind, k),
+                            w._replace(network=rest, ghost=g._replace(drops=g.drops + 1))))
+            if g.duplicates < b.duplicates:
+                dup = tuple(sorted((*w.network, m)))
+                out.append((("duplicate", m.dst, m.src, m.kind, k),
+                            w._replace(network=dup, ghost=g._replace(duplicates=g.duplicates + 1))))
+        for i, node in enumerate(w.nodes):
+            if not node.alive:
+                continue
+            for key in sorted(node.timers, key=repr):
+                if key[0] in _QUIET_TIMERS:
+                    continue
+                out += self._act(w, ("timer", i, repr(key)), i, ev.TimerFired(key),
+                                 disarm=key)
+        if g.next_record < b.records:
+            for i, node in enumerate(w.nodes):
+                st = node.state
+                if st is None:
+                    continue
+                r = _replica(st)
+                if r is not None and r.role == Role.LEADER:
+                    rid = g.next_record
+                    produce = ev.ProduceReceived(rid, TP, b.acks, 1, (rid,))
+                    w2 = w._replace(ghost=g._replace(next_record=rid + 1))
+                    out += self._act(w2, ("produce", i, rid), i, produce)
+        out += self._faults(w)
+        return [(a, self._tidy(s)) for a, s in out if self._within_bounds(s)]
+
+    def _tidy(self, w: World) -> World:
+        nodes = list(w.nodes)
+        checked = not self.config.bugs.no_broker_epoch_check
+        if any(_inert(m, nodes, checked) for m in w.network):
+            w = w._replace(network=tuple(m for m in w.network if not _inert(m, nodes, checked)))
+        return _normalize_versions(w)
+
+    def _within_bounds(self, w: World) -> bool:
+        p = w.zk.partition
+        if p is not None and p.leader_epoch >= self.bounds.leader_epochs:
+            return False
+        return w.zk.controller_epoch <= self.bounds.controller_epochs
+
+    def _faults(self, w: World) -> list[tuple[Action, World]]:
+        out: list[tuple[Action, World]] = []
+        b = self.bounds
+        g = w.ghost
+        registered = {lb.broker_id for lb in w.zk.registered}
+        for i, node in enumerate(w.nodes):
+            if node.alive and g.crashes < b.crashes:
+                out += self._crash(w, i, node.disk, ("crash", i), lossy=False)
+                if g.lossy_crashes < b.lossy_crashes:
+                    d = node.disk
+                    for keep in range(d.durable, len(d.records)):
+                        lost = d._replace(records=d.records[:keep])
+                        out += self._crash(w, i, lost, ("lossy-crash", i, keep), lossy=True)
+            if node.alive and i in registered and g.expiries < b.expiries:
+                out += self._expire(w, i, ("expire", i))
+            if not node.alive and i not in registered:
+                out += self._restart(w, i)
+        return out
+
+    # ----------------------------------------------------------------------------------
+    # faults
+
+    def _crash(self, w: World, i: int, disk: Disk, label: Action,
+               lossy: bool) -> list[tuple[Action, World]]:
+        """Broker i dies (kill -9, or a machine crash when `lossy`). The model lets its
+        ZooKeeper session expire in the same action: what happens between a crash and its
+        expiry is what a live-but-partitioned broker does, which `expiries` covers."""
+        nodes = list(w.nodes)
+        epochs = truncate_epochs(disk.epochs, len(disk.records)) if disk.records else ()
+        disk = disk._replace(epochs=epochs, hw_checkpoint=min(disk.hw_checkpoint,
+                                                             len(disk.records)))
+        nodes[i] = Node(None, disk)
+        network = tuple(m for m in w.network if m.dst != i)
+        g = w.ghost
+        ghost = g._replace(crashes=g.crashes + 1, lossy_crashes=g.lossy_crashes + int(lossy))
+        crashed = w._replace(nodes=tuple(nodes), network=network, ghost=ghost)
+        if any(lb.broker_id == i for lb in w.zk.registered):
+            return self._expire(crashed, i, label)
+        return [(label, crashed)]
+
+    def _expire(self, w: World, i: int, label: Action) -> list[tuple[Action, World]]:
+        """ZooKeeper expires broker i's session: its ephemeral nodes go, watchers hear."""
+        bld = _Builder(list(w.nodes), w.zk, list(w.network), w.ghost)
+        queue: deque[tuple[int, ev.Event]] = deque()
+        zk = bld.zk
+        bld.zk = zk._replace(registered=tuple(lb for lb in zk.registered if lb.broker_id != i))
+        if w.nodes[i].alive:
+            bld.ghost = bld.ghost._replace(expiries=bld.ghost.expiries + 1)
+            self._notify(bld, i, ev.SessionExpired(), queue)
+        if zk.controller == i:
+            bld.zk = bld.zk._replace(controller=NO_LEADER)
+            self._notify_all(bld, ev.ControllerChanged(NO_LEADER), queue)
+        self._notify_controller(bld, queue)
+        return [((*label, tuple(d.choices)) if d.choices else label, d.freeze())
+                for d in self._run(bld, queue)]
+
+    def _restart(self, w: World, i: int) -> list[tuple[Action, World]]:
+        d = w.nodes[i].disk
+        durable = DurableReplica(
+            tp=TP,
+            replicas=w.zk.assignment,
+            log_start_offset=0,
+            log_end_offset=len(d.records),
+            epochs=d.epochs,
+            hw_checkpoint=d.hw_checkpoint,
+        )
+        state = recover(i, self.config, (durable,) if d.records or d.epochs else ())
+        nodes = list(w.nodes)
+        nodes[i] = Node(state, d)
+        w2 = w._replace(nodes=tuple(nodes))
+        return self._act(w2, ("restart", i), i, ev.Started())
+
+    # ----------------------------------------------------------------------------------
+    # running one action to completion
+
+    def _act(
+        self,
+        w: World,
+        label: Action,
+        node: int,
+        event: ev.Event,
+        pop_inbox: bool = False,
+        disarm: tuple[object, ...] | None = None,
+    ) -> list[tuple[Action, World]]:
+        bld = _Builder(list(w.nodes), w.zk, list(w.network), w.ghost)
+        n = bld.nodes[node]
+        if pop_inbox:
+            n = n._replace(inbox=n.inbox[1:])
+        if disarm is not None:
+            n = n._replace(timers=n.timers - {disarm})
+        bld.nodes[node] = n
+        results: list[tuple[Action, World]] = []
+        for done in self._run(bld, deque([(node, event)])):
+            results.append(((*label, tuple(done.choices)) if done.choices else label,
+                            done.freeze()))
+        return results
+
+    def _run(
+        self, bld: _Builder, queue: deque[tuple[int, ev.Event]]
+    ) -> list[_Builder]:
+        while queue:
+            i, event = queue.popleft()
+            node = bld.nodes[i]
+            if node.state is None:
+                continue
+            before = _replica(node.state)
+            state, effects = step(node.state, event)
+            bld.nodes[i] = node._replace(state=state)
+            self._record_leadership(bld, i, before, _replica(state))
+            for k, e in enumerate(effects):
+                if isinstance(e, fx.Choose):
+                    branches: list[_Builder] = []
+                    for option in range(len(e.options)):
+                        b2 = bld.copy()
+                        b2.choices.append(e.options[option])
+                        q2: deque[tuple[int, ev.Event]] = deque(
+                            [(i, ev.Chosen(e.key, option))]
+                        )
+                        rest = effects[k + 1:]
+                        self._apply_all(b2, i, rest, q2)
+                        q2.extend(queue)
+                        branches += self._run(b2, q2)
+                    return branches
+                self._apply(bld, i, e, queue)
+        self._observe(bld)
+        return [bld]
+
+    def _apply_all(self, bld: _Builder, i: int, effects: list[fx.Effect],
+                   queue: deque[tuple[int, ev.Event]]) -> None:
+        for e in effects:
+            if isinstance(e, fx.Choose):
+                raise ValueError("two choices in one step are not supported by the model")
+            self._apply(bld, i, e, queue)
+
+    def _apply(self, bld: _Builder, i: int, e: fx.Effect,
+               queue: deque[tuple[int, ev.Event]]) -> None:
+        node = bld.nodes[i]
+        d = node.disk
+        match e:
+            case fx.Send(dst=dst, message=msg):
+                self._send(bld, i, dst, msg, queue)
+            case fx.AppendAsLeader(record_count=count, leader_epoch=epoch, records=recs):
+                assert isinstance(recs, tuple) and len(recs) == count
+                new: tuple[Record, ...] = tuple((int(r), epoch) for r in recs)
+                bld.nodes[i] = node._replace(disk=d._replace(records=d.records + new))
+            case fx.AppendAsFollower(records=recs):
+                assert isinstance(recs, tuple)
+                bld.nodes[i] = node._replace(disk=d._replace(records=d.records + recs))
+            case fx.TruncateTo(offset=offset):
+                durable = min(d.durable, offset)
+                bld.nodes[i] = node._replace(disk=d._replace(records=d.records[:offset],
+                                                          durable=durable))
+            case fx.CheckpointHighWatermark(high_watermark=hw):
+                bld.nodes[i] = node._replace(disk=d._replace(hw_checkpoint=hw))
+            case fx.CheckpointLeaderEpochs(epochs=epochs):
+                bld.nodes[i] = node._replace(disk=d._replace(epochs=epochs))
+            case fx.SetTimer(key=key):
+                bld.nodes[i] = node._replace(timers=node.timers | {key})
+            case fx.CancelTimer(key=key):
+                if key in node.timers:
+                    bld.nodes[i] = node._replace(timers=node.timers - {key})
+            case fx.ProduceReply(request_id=rid, error=error):
+                if error == 0:
+                    bld.ghost = bld.ghost._replace(acked=bld.ghost.acked | {rid})
+            case fx.ZkRegisterBroker(broker_id=b):
+                self._zk_register(bld, b, queue)
+            case fx.ZkElectController(broker_id=b):
+                self._zk_elect(bld, b, queue)
+            case fx.ZkResignController(broker_id=b):
+                if bld.zk.controller == b:
+                    bld.zk = bld.zk._replace(controller=NO_LEADER)
+                    self._notify_all(bld, ev.ControllerChanged(NO_LEADER), queue)
+            case fx.ZkWritePartitionState():
+                self._zk_write(bld, i, e, queue)
+            case fx.ZkNotifyIsrChange():
+                self._notify_controller_isr(bld, queue)
+            case _:
+                # Replies to consumers and ListOffsets, DeletePartition: no model consequence.
+                pass
+
+    # ----------------------------------------------------------------------------------
+    # network
+
+    def _send(self, bld: _Builder, src: int, dst: int, msg: Message,
+              queue: deque[tuple[int, ev.Event]]) -> None:
+        if isinstance(msg, UpdateMetadataRequest):
+            # Metadata caches serve clients; no replication decision reads them. Dropping
+            # them is a behaviour the network allows, and keeps the state space small.
+            return
+        if isinstance(msg, FetchResponse):
+            msg = self._fill_fetch(bld, src, msg)
+        if dst < 0 or dst >= len(bld.nodes):
+            return
+        rpc = isinstance(msg, (FetchRequest, FetchResponse, OffsetForLeaderEpochRequest,
+                               OffsetForLeaderEpochResponse))
+        if rpc and self.bounds.network == "rpc":
+            if bld.nodes[dst].alive:
+                queue.append((dst, ev.MessageReceived(src, msg)))
+            return
+        bld.network.append(InFlight(dst, src, _kind(msg), msg))
+
+    def _fill_fetch(self, bld: _Builder, src: int, msg: FetchResponse) -> FetchResponse:
+        recs = bld.nodes[src].disk.records[msg.fetch_offset:msg.end_offset]
+        batches = tuple(BatchInfo(msg.fetch_offset + k, msg.fetch_offset + k, r[1])
+                        for k, r in enumerate(recs))
+        return dataclasses.replace(msg, batches=batches, records=recs)
+
+    # ----------------------------------------------------------------------------------
+    # ZooKeeper
+
+    def _notify(self, bld: _Builder, i: int, event: ev.Event,
+                queue: deque[tuple[int, ev.Event]] | None = None) -> None:
+        n = bld.nodes[i]
+        if not n.alive:
+            return
+        if self.bounds.zk_watches == "sync" and queue is not None:
+            queue.append((i, event))
+        elif self.bounds.zk_watches == "async":
+            bld.nodes[i] = n._replace(inbox=(*n.inbox, event))
+
+    def _notify_all(self, bld: _Builder, event: ev.Event,
+                    queue: deque[tuple[int, ev.Event]]) -> None:
+        if self.bounds.zk_watches == "sync" and event == ev.ControllerChanged(NO_LEADER):
+            return  # the race for /controller is the model's `zk-elect` actions
+        registered = {lb.broker_id for lb in bld.zk.registered}
+        for i in range(len(bld.nodes)):
+            if i in registered:
+                self._notify(bld, i, event, queue)
+
+    def _notify_controller(self, bld: _Builder, queue: deque[tuple[int, ev.Event]]) -> None:
+        c = bld.zk.controller
+        if c != NO_LEADER:
+            self._notify(bld, c, ev.BrokersChanged(bld.zk.registered), queue)
+
+    def _snapshot(self, zk: Zk) -> tuple[ev.PartitionSnapshot, ...]:
+        return (ev.PartitionSnapshot(TP, zk.assignment, zk.partition),)
+
+    def _notify_controller_isr(self, bld: _Builder,
+                               queue: deque[tuple[int, ev.Event]]) -> None:
+        c = bld.zk.controller
+        if c != NO_LEADER:
+            self._notify(bld, c, ev.IsrChanged(self._snapshot(bld.zk)), queue)
+
+    def _zk_register(self, bld: _Builder, b: int, queue: deque[tuple[int, ev.Event]]) -> None:
+        zk = bld.zk
+        counts = list(zk.registrations)
+        counts[b] += 1
+        registered = tuple(sorted((*zk.registered, LiveBroker(b, counts[b])),
+                                  key=lambda lb: lb.broker_id))
+        bld.zk = zk._replace(registered=registered, registrations=tuple(counts))
+        queue.append((b, ev.BrokerRegistered(counts[b])))
+        self._notify(bld, b, ev.ControllerChanged(bld.zk.controller), queue)
+        self._notify_controller(bld, queue)
+
+    def _zk_elect(self, bld: _Builder, b: int, queue: deque[tuple[int, ev.Event]]) -> None:
+        zk = bld.zk
+        if zk.controller != NO_LEADER or all(lb.broker_id != b for lb in zk.registered):
+            queue.append((b, ev.ControllerElection(False, zk.controller, zk.controller_epoch,
+                                                   zk.controller_epoch_version, (), ())))
+            return
+        bld.zk = zk = zk._replace(controller=b, controller_epoch=zk.controller_epoch + 1,
+                              controller_epoch_version=zk.controller_epoch_version + 1)
+        queue.append((b, ev.ControllerElection(True, b, zk.controller_epoch,
+                                               zk.controller_epoch_version, zk.registered,
+                                               self._snapshot(zk))))
+        for i in range(len(bld.nodes)):
+            if i != b and any(lb.broker_id == i for lb in zk.registered):
+                self._notify(bld, i, ev.ControllerChanged(b), queue)
+
+    def _zk_write(self, bld: _Builder, i: int, e: fx.ZkWritePartitionState,
+                  queue: deque[tuple[int, ev.Event]]) -> None:
+        zk = bld.zk
+        fenced = (e.controller_epoch_zk_version is not None
+                  and e.controller_epoch_zk_version != zk.controller_epoch_version)
+        current = zk.partition
+        version_ok = (current is None and e.expected_zk_version == -1) or (
+            current is not None and current.zk_version == e.expected_zk_version)
+        ok = version_ok and not fenced
+        if ok:
+            bld.zk = zk._replace(partition=e.proposed)
+        queue.append((i, ev.PartitionStateWritten(e.tp, e.proposed, e.by_controller, ok, fenced,
+                                                  current)))
+
+    # ----------------------------------------------------------------------------------
+    # ghosts
+
+    def _record_leadership(
+        self, bld: _Builder, i: int, before: ReplicaState | None, after: ReplicaState | None
+    ) -> None:
+        if after is None or after.role != Role.LEADER:
+            return
+        if before is not None and before.role == Role.LEADER and (
+            before.leader_epoch == after.leader_epoch
+        ):
+            return
+        entry = (after.leader_epoch, i)
+        if entry not in bld.ghost.leaders:
+            bld.ghost = bld.ghost._replace(leaders=tuple(sorted((*bld.ghost.leaders, entry))))
+
+    def _observe(self, bld: _Builder) -> None:
+        """Extend the ghost of exposed records with every leader's HW prefix."""
+        g = bld.ghost
+        exposed, conflict = g.exposed, g.conflicting_exposure
+        for node in bld.nodes:
+            r = _replica(node.state) if node.state is not None else None
+            if r is None or r.role != Role.LEADER or r.high_watermark == 0:
+                continue
+            prefix = node.disk.records[:r.high_watermark]
+            n = min(len(prefix), len(exposed))
+            if prefix[:n] != exposed[:n]:
+                conflict = True
+            elif len(prefix) > len(exposed):
+                exposed = prefix
+        if exposed != g.exposed or conflict != g.conflicting_exposure:
+            bld.ghost = g._replace(exposed=exposed, conflicting_exposure=conflict)
+
+
+def _replica(state: BrokerState | None) -> ReplicaState | None:
+    if state is None:
+        return None
+    for r in state.replicas:
+        if r.tp == TP:
+            return r
+    return None
+
+
+def leader_isr(w: World) -> LeaderIsr | None:
+    return w.zk.partition

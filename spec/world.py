@@ -1,0 +1,84 @@
+"""The cluster as one value: brokers running the real core, an abstract ZooKeeper, abstract
+disks, the network, and ghost variables for the invariants.
+
+Everything here is a frozen, hashable value so the model checker can store and compare worlds.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from core.events import Event
+from core.messages import Message
+from core.node import BrokerState
+from core.rules.epochs import EpochEntry
+from core.types import NO_LEADER, LeaderIsr, LiveBroker, TopicPartition
+
+TP = TopicPartition("t", 0)
+
+# An abstract record: (record id, leader epoch it was written in). Ids are unique per write.
+Record = tuple[int, int]
+
+
+class Disk(NamedTuple):
+    """One broker's log of the model's single partition, and its checkpoint files.
+
+    `records[:durable]` survives any crash; the rest is in the page cache, which survives a
+    process crash but not a machine crash ("lossy" crash)."""
+
+    records: tuple[Record, ...] = ()
+    durable: int = 0
+    epochs: tuple[EpochEntry, ...] = ()
+    hw_checkpoint: int = 0
+
+
+class Node(NamedTuple):
+    state: BrokerState | None  # None while crashed
+    disk: Disk
+    timers: frozenset[tuple[object, ...]] = frozenset()
+    inbox: tuple[Event, ...] = ()  # ZooKeeper watch notifications not yet processed
+
+    @property
+    def alive(self) -> bool:
+        return self.state is not None
+
+
+class Zk(NamedTuple):
+    """Abstract ZooKeeper: the znodes replication needs, with versions."""
+
+    controller: int = NO_LEADER
+    controller_epoch: int = 0
+    controller_epoch_version: int = 0
+    registered: tuple[LiveBroker, ...] = ()  # ephemeral /brokers/ids, sorted by id
+    registrations: tuple[int, ...] = ()  # per broker: how many times it registered
+    assignment: tuple[int, ...] = ()
+    partition: LeaderIsr | None = None
+
+
+class InFlight(NamedTuple):
+    dst: int
+    src: int
+    kind: str
+    message: Message
+
+
+class Ghost(NamedTuple):
+    """History the invariants need but no broker keeps."""
+
+    next_record: int = 0
+    acked: frozenset[int] = frozenset()
+    exposed: tuple[Record, ...] = ()  # longest log prefix any leader ever exposed (HW)
+    conflicting_exposure: bool = False
+    leaders: tuple[tuple[int, int], ...] = ()  # (leader epoch, broker) for each epoch led
+    crashes: int = 0
+    lossy_crashes: int = 0
+    expiries: int = 0
+    drops: int = 0
+    duplicates: int = 0
+
+
+class World(NamedTuple):
+    nodes: tuple[Node, ...]
+    zk: Zk
+    network: tuple[InFlight, ...]  # a sorted multiset
+    ghost: Ghost
