@@ -2,9 +2,211 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="hiwater: a checked Kafka-style replicated log.")
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="hiwater: a Kafka-style replicated log, formally checked, attacked Jepsen-style.",
+)
+# The issue's bounds for the fixed protocol: 3 brokers, 2 records, 3 leader epochs, 1 crash.
+DEFAULT_BOUNDS = {"brokers": 3, "records": 2, "leader_epochs": 3, "crashes": 1}
+
+spec_app = typer.Typer(no_args_is_help=True, help="The formal side: model checker, bugs, Z3.")
+app.add_typer(spec_app, name="spec")
+
+
+# ---------------------------------------------------------------------------------------
+# hiwater spec
+
+
+@spec_app.command("bugs")
+def spec_bugs() -> None:
+    """List the historic-bug switches: one name per line first, then what each one is."""
+    from spec.bugs import CATALOGUE
+
+    for b in CATALOGUE:
+        typer.echo(b.name)
+    typer.echo("")
+    for b in CATALOGUE:
+        bd = b.bounds
+        typer.echo(f"{b.name} [{b.reference}]: {b.description}")
+        typer.echo(f"    bounds: {bd.brokers} brokers, {bd.records} records, "
+                   f"{bd.leader_epochs} leader epochs, {bd.crashes} crash(es), "
+                   f"{bd.lossy_crashes} lossy, {bd.expiries} expiries, acks={bd.acks}")
+
+
+@spec_app.command("check")
+def spec_check(
+    bug: Annotated[str | None, typer.Option(help="re-introduce one historic bug")] = None,
+    brokers: Annotated[int | None, typer.Option(help="number of brokers")] = None,
+    records: Annotated[int | None, typer.Option(help="records produced")] = None,
+    leader_epochs: Annotated[int | None, typer.Option(help="leader epochs 0..N-1")] = None,
+    controller_epochs: Annotated[int | None, typer.Option(help="controller elections")] = None,
+    crashes: Annotated[int | None, typer.Option(help="broker crashes")] = None,
+    lossy_crashes: Annotated[int | None, typer.Option(help="crashes losing page cache")] = None,
+    expiries: Annotated[int | None, typer.Option(help="expiries of live sessions")] = None,
+    acks: Annotated[int | None, typer.Option(help="producer acks: 0, 1 or -1")] = None,
+    network: Annotated[str | None, typer.Option(help="rpc or async")] = None,
+    zk_watches: Annotated[str | None, typer.Option(help="sync or async")] = None,
+    strategy: Annotated[str, typer.Option(help="bfs (shortest trace) or dfs")] = "bfs",
+    symmetry: Annotated[bool, typer.Option(help="symmetry reduction over broker ids")] = True,
+    max_states: Annotated[int | None, typer.Option(help="stop after this many")] = None,
+    time_limit: Annotated[float | None, typer.Option(help="stop after seconds")] = None,
+    save_trace: Annotated[Path | None, typer.Option(help="write the trace as JSONL")] = None,
+    quiet: Annotated[bool, typer.Option(help="no progress lines")] = False,
+) -> None:
+    """Model-check the real core. Exit 0: no violation within the bounds; 1: a violation
+    (its shortest trace is printed); 2: a limit stopped the search first."""
+    from core.config import ProtocolConfig
+    from spec.bugs import by_name
+    from spec.checker import check
+    from spec.model import Bounds, Model
+    from spec.trace import format_trace, save
+
+    if bug is not None:
+        try:
+            scenario = by_name(bug)
+        except KeyError as e:
+            typer.echo(str(e.args[0]), err=True)
+            raise typer.Exit(3) from None
+        config, bounds = scenario.config(), scenario.bounds
+    else:
+        config, bounds = ProtocolConfig(), Bounds(**DEFAULT_BOUNDS)
+    overrides = {k: v for k, v in dict(
+        brokers=brokers, records=records, leader_epochs=leader_epochs,
+        controller_epochs=controller_epochs, crashes=crashes, lossy_crashes=lossy_crashes,
+        expiries=expiries, acks=acks, network=network, zk_watches=zk_watches,
+    ).items() if v is not None}
+    try:
+        bounds = dataclasses.replace(bounds, **overrides)
+    except ValueError as e:
+        typer.echo(f"bad bounds: {e}", err=True)
+        raise typer.Exit(3) from None
+    what = f"bug {bug}" if bug else "the fixed protocol"
+    typer.echo(f"checking {what}: {_bounds_text(bounds)}; {strategy}"
+               f"{', symmetry' if symmetry else ''}")
+    last = [time.perf_counter()]
+
+    def progress(states: int, depth: int, seconds: float) -> None:
+        if not quiet and time.perf_counter() - last[0] > 5:
+            last[0] = time.perf_counter()
+            typer.echo(f"  ... {states:,} states, depth {depth}, {seconds:.0f} s", err=True)
+
+    result = check(Model(config, bounds), strategy=strategy, symmetry=symmetry,
+                   max_states=max_states, time_limit_s=time_limit, progress=progress)
+    typer.echo(f"{result.states:,} distinct states, {result.transitions:,} transitions, "
+               f"depth {result.depth}, {result.seconds:.1f} s "
+               f"({result.states_per_second:,.0f} states/s)")
+    if result.violation is not None:
+        typer.echo(f"counterexample in {len(result.trace) - 1} steps:")
+        typer.echo(format_trace(result.trace, result.violation))
+        if save_trace is not None:
+            save(save_trace, config, bounds, [a for a, _ in result.trace[1:]], result.violation)
+            typer.echo(f"trace written to {save_trace}")
+        raise typer.Exit(1)
+    if not result.exhausted:
+        typer.echo(f"no violation found, but the search stopped ({result.stopped_by}) "
+                   "before exhausting the bounds")
+        raise typer.Exit(2)
+    typer.echo("no violation: every reachable state within the bounds satisfies every invariant")
+
+
+@spec_app.command("replay")
+def spec_replay(trace_file: Path) -> None:
+    """Replay a saved trace and check it still ends in the same violation (exit 1 if so)."""
+    from spec.checker import replay
+    from spec.invariants import check_state, check_step
+    from spec.model import Model
+    from spec.trace import format_trace, load
+
+    try:
+        config, bounds, actions, expected = load(trace_file)
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        typer.echo(f"cannot read trace {trace_file}: {e}", err=True)
+        raise typer.Exit(3) from None
+    trace = replay(Model(config, bounds), actions)
+    violation = None
+    for (_, a), (_, b) in itertools.pairwise(trace):
+        violation = check_step(a, b) or check_state(b)
+        if violation:
+            break
+    typer.echo(format_trace(trace, violation))
+    if expected and violation and violation[0] != expected[0]:
+        typer.echo(f"note: the trace was saved as a {expected[0]} violation", err=True)
+    raise typer.Exit(1 if violation else 0)
+
+
+@spec_app.command("prove")
+def spec_prove() -> None:
+    """Run the Z3 proofs of the protocol's rules (exit 1 if any fails)."""
+    from spec.z3.proofs import format_results, run_proofs
+
+    results = run_proofs()
+    typer.echo(format_results(results))
+    raise typer.Exit(0 if all(r.proved for r in results) else 1)
+
+
+def _bounds_text(b: object) -> str:
+    d = dataclasses.asdict(b)  # type: ignore[call-overload]
+    return ", ".join(f"{k}={v}" for k, v in d.items())
+
+
+# ---------------------------------------------------------------------------------------
+# storage, histories, nemesis tools
+
+
+@app.command("dump-log")
+def dump_log(
+    file: Path,
+    deep_iteration: Annotated[bool, typer.Option("--deep-iteration",
+                                                 help="print every record")] = False,
+) -> None:
+    """Print a segment file (.log, .index, .timeindex) as Kafka's DumpLogSegments does."""
+    from broker.store.dump import dump_log as dump
+
+    raise typer.Exit(dump(file, deep_iteration, sys.stdout))
+
+
+@app.command("check")
+def check_history(
+    history: Path,
+    time_limit: Annotated[float, typer.Option(help="linearizability budget, s")] = 60.0,
+    out: Annotated[Path | None, typer.Option(help="write results JSON here")] = None,
+) -> None:
+    """Check a history (JSONL or Parquet) for queue anomalies and linearizability.
+    Exit 0 valid, 1 anomalies, 2 unknown."""
+    from harness.checkers import check_file
+
+    try:
+        results = check_file(history, time_limit_s=time_limit)
+    except (OSError, ValueError) as e:
+        typer.echo(f"cannot check {history}: {e}", err=True)
+        raise typer.Exit(3) from None
+    text = json.dumps(results, indent=2, default=str)
+    if out is not None:
+        out.write_text(text)
+    typer.echo(text)
+    valid = results.get("valid?")
+    raise typer.Exit(0 if valid is True else 2 if valid == "unknown" else 1)
+
+
+@app.command("toxiproxy")
+def toxiproxy(
+    listen: Annotated[str, typer.Option(help="host:port of the HTTP API")] = "127.0.0.1:8474",
+) -> None:
+    """Run the Toxiproxy-API-compatible proxy server."""
+    from nemesis.toxiproxy.__main__ import main as toxi_main
+
+    raise typer.Exit(toxi_main(["--listen", listen]))
 
 
 def main() -> None:
