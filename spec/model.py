@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from core import effects as fx
 from core import events as ev
@@ -51,6 +51,7 @@ class Bounds:
     crashes: int = 1
     lossy_crashes: int = 0  # crashes that also lose the unflushed page cache
     expiries: int = 0  # ZooKeeper session expiries of brokers that keep running
+    leader_moves: int = 0  # operator-requested elections of another live ISR member
     drops: int = 0
     duplicates: int = 0
     acks: int = -1
@@ -70,27 +71,71 @@ class Bounds:
         if self.acks not in (0, 1, -1):
             raise ValueError("acks must be 0, 1 or -1")
         for name in ("records", "leader_epochs", "controller_epochs", "crashes", "expiries",
-                     "drops", "duplicates"):
+                     "leader_moves", "drops", "duplicates"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
 
 
-@dataclass(slots=True)
 class _Builder:
-    """A world under construction during one action (mutable, copied when it branches)."""
+    """A world under construction during one action: mutable columns per broker, copied
+    when the action branches, turned back into a World once at the end."""
 
-    nodes: list[Node]
-    zk: Zk
-    network: list[InFlight]
-    ghost: Ghost
-    choices: list[int] = field(default_factory=list)
+    __slots__ = (
+        "choices",
+        "disks",
+        "ghost",
+        "inboxes",
+        "network",
+        "nodes",
+        "states",
+        "timers",
+        "zk",
+    )
+
+    def __init__(self, w: World) -> None:
+        self.nodes = w.nodes
+        self.states = [n.state for n in w.nodes]
+        self.disks = [n.disk for n in w.nodes]
+        self.timers: list[set[tuple[object, ...]] | None] = [None] * len(w.nodes)
+        self.inboxes = [n.inbox for n in w.nodes]
+        self.zk = w.zk
+        self.network = list(w.network)
+        self.ghost = w.ghost
+        self.choices: list[int] = []
 
     def copy(self) -> _Builder:
-        return _Builder(list(self.nodes), self.zk, list(self.network), self.ghost,
-                        list(self.choices))
+        b = _Builder.__new__(_Builder)
+        b.nodes = self.nodes
+        b.states = list(self.states)
+        b.disks = list(self.disks)
+        b.timers = [None if t is None else set(t) for t in self.timers]
+        b.inboxes = list(self.inboxes)
+        b.zk = self.zk
+        b.network = list(self.network)
+        b.ghost = self.ghost
+        b.choices = list(self.choices)
+        return b
+
+    def alive(self, i: int) -> bool:
+        return self.states[i] is not None
+
+    def timer_set(self, i: int) -> set[tuple[object, ...]]:
+        t = self.timers[i]
+        if t is None:
+            t = self.timers[i] = set(self.nodes[i].timers)
+        return t
 
     def freeze(self) -> World:
-        return World(tuple(self.nodes), self.zk, tuple(sorted(self.network)), self.ghost)
+        nodes = []
+        for i, n in enumerate(self.nodes):
+            t = self.timers[i]
+            timers = n.timers if t is None else frozenset(t)
+            st, d, inbox = self.states[i], self.disks[i], self.inboxes[i]
+            if st is n.state and d is n.disk and inbox is n.inbox and timers == n.timers:
+                nodes.append(n)
+            else:
+                nodes.append(Node(st, d, timers, inbox))
+        return World(tuple(nodes), self.zk, tuple(sorted(self.network)), self.ghost)
 
 
 def _inert(m: InFlight, nodes: list[Node], broker_epoch_checked: bool) -> bool:
@@ -255,6 +300,7 @@ class Model:
                     w2 = w._replace(ghost=g._replace(next_record=rid + 1))
                     out += self._act(w2, ("produce", i, rid), i, produce)
         out += self._faults(w)
+        out += self._moves(w)
         return [(a, self._tidy(s)) for a, s in out if self._within_bounds(s)]
 
     def _tidy(self, w: World) -> World:
@@ -269,6 +315,22 @@ class Model:
         if p is not None and p.leader_epoch >= self.bounds.leader_epochs:
             return False
         return w.zk.controller_epoch <= self.bounds.controller_epochs
+
+    def _moves(self, w: World) -> list[tuple[Action, World]]:
+        """An operator moves leadership to another live ISR member (bounded)."""
+        p, c, g = w.zk.partition, w.zk.controller, w.ghost
+        if p is None or c == NO_LEADER or g.moves >= self.bounds.leader_moves:
+            return []
+        if not w.nodes[c].alive:
+            return []
+        out: list[tuple[Action, World]] = []
+        registered = {lb.broker_id for lb in w.zk.registered}
+        for target in p.isr:
+            if target != p.leader and target in registered and w.nodes[target].alive:
+                w2 = w._replace(ghost=g._replace(moves=g.moves + 1))
+                out += self._act(w2, ("move-leader", target), c,
+                                 ev.LeaderMoveRequested(TP, target))
+        return out
 
     def _faults(self, w: World) -> list[tuple[Action, World]]:
         out: list[tuple[Action, World]] = []
@@ -312,7 +374,7 @@ class Model:
 
     def _expire(self, w: World, i: int, label: Action) -> list[tuple[Action, World]]:
         """ZooKeeper expires broker i's session: its ephemeral nodes go, watchers hear."""
-        bld = _Builder(list(w.nodes), w.zk, list(w.network), w.ghost)
+        bld = _Builder(w)
         queue: deque[tuple[int, ev.Event]] = deque()
         zk = bld.zk
         bld.zk = zk._replace(registered=tuple(lb for lb in zk.registered if lb.broker_id != i))
@@ -354,13 +416,11 @@ class Model:
         pop_inbox: bool = False,
         disarm: tuple[object, ...] | None = None,
     ) -> list[tuple[Action, World]]:
-        bld = _Builder(list(w.nodes), w.zk, list(w.network), w.ghost)
-        n = bld.nodes[node]
+        bld = _Builder(w)
         if pop_inbox:
-            n = n._replace(inbox=n.inbox[1:])
+            bld.inboxes[node] = bld.inboxes[node][1:]
         if disarm is not None:
-            n = n._replace(timers=n.timers - {disarm})
-        bld.nodes[node] = n
+            bld.timer_set(node).discard(disarm)
         results: list[tuple[Action, World]] = []
         for done in self._run(bld, deque([(node, event)])):
             results.append(((*label, tuple(done.choices)) if done.choices else label,
@@ -372,12 +432,12 @@ class Model:
     ) -> list[_Builder]:
         while queue:
             i, event = queue.popleft()
-            node = bld.nodes[i]
-            if node.state is None:
+            current = bld.states[i]
+            if current is None:
                 continue
-            before = _replica(node.state)
-            state, effects = step(node.state, event)
-            bld.nodes[i] = node._replace(state=state)
+            before = _replica(current)
+            state, effects = step(current, event)
+            bld.states[i] = state
             self._record_leadership(bld, i, before, _replica(state))
             for k, e in enumerate(effects):
                 if isinstance(e, fx.Choose):
@@ -406,31 +466,30 @@ class Model:
 
     def _apply(self, bld: _Builder, i: int, e: fx.Effect,
                queue: deque[tuple[int, ev.Event]]) -> None:
-        node = bld.nodes[i]
-        d = node.disk
+        d = bld.disks[i]
         match e:
             case fx.Send(dst=dst, message=msg):
                 self._send(bld, i, dst, msg, queue)
             case fx.AppendAsLeader(record_count=count, leader_epoch=epoch, records=recs):
                 assert isinstance(recs, tuple) and len(recs) == count
                 new: tuple[Record, ...] = tuple((int(r), epoch) for r in recs)
-                bld.nodes[i] = node._replace(disk=d._replace(records=d.records + new))
+                bld.disks[i] = d._replace(records=d.records + new)
             case fx.AppendAsFollower(records=recs):
                 assert isinstance(recs, tuple)
-                bld.nodes[i] = node._replace(disk=d._replace(records=d.records + recs))
+                bld.disks[i] = d._replace(records=d.records + recs)
             case fx.TruncateTo(offset=offset):
-                durable = min(d.durable, offset)
-                bld.nodes[i] = node._replace(disk=d._replace(records=d.records[:offset],
-                                                          durable=durable))
+                bld.disks[i] = d._replace(records=d.records[:offset],
+                                          durable=min(d.durable, offset))
             case fx.CheckpointHighWatermark(high_watermark=hw):
-                bld.nodes[i] = node._replace(disk=d._replace(hw_checkpoint=hw))
+                bld.disks[i] = d._replace(hw_checkpoint=hw)
             case fx.CheckpointLeaderEpochs(epochs=epochs):
-                bld.nodes[i] = node._replace(disk=d._replace(epochs=epochs))
+                bld.disks[i] = d._replace(epochs=epochs)
             case fx.SetTimer(key=key):
-                bld.nodes[i] = node._replace(timers=node.timers | {key})
+                bld.timer_set(i).add(key)
             case fx.CancelTimer(key=key):
-                if key in node.timers:
-                    bld.nodes[i] = node._replace(timers=node.timers - {key})
+                armed = bld.timers[i]
+                if key in (bld.nodes[i].timers if armed is None else armed):
+                    bld.timer_set(i).discard(key)
             case fx.ProduceReply(request_id=rid, error=error):
                 if error == 0:
                     bld.ghost = bld.ghost._replace(acked=bld.ghost.acked | {rid})
@@ -461,18 +520,18 @@ class Model:
             return
         if isinstance(msg, FetchResponse):
             msg = self._fill_fetch(bld, src, msg)
-        if dst < 0 or dst >= len(bld.nodes):
+        if dst < 0 or dst >= len(bld.states):
             return
         rpc = isinstance(msg, (FetchRequest, FetchResponse, OffsetForLeaderEpochRequest,
                                OffsetForLeaderEpochResponse))
         if rpc and self.bounds.network == "rpc":
-            if bld.nodes[dst].alive:
+            if bld.alive(dst):
                 queue.append((dst, ev.MessageReceived(src, msg)))
             return
         bld.network.append(InFlight(dst, src, _kind(msg), msg))
 
     def _fill_fetch(self, bld: _Builder, src: int, msg: FetchResponse) -> FetchResponse:
-        recs = bld.nodes[src].disk.records[msg.fetch_offset:msg.end_offset]
+        recs = bld.disks[src].records[msg.fetch_offset:msg.end_offset]
         batches = tuple(BatchInfo(msg.fetch_offset + k, msg.fetch_offset + k, r[1])
                         for k, r in enumerate(recs))
         return dataclasses.replace(msg, batches=batches, records=recs)
@@ -482,20 +541,19 @@ class Model:
 
     def _notify(self, bld: _Builder, i: int, event: ev.Event,
                 queue: deque[tuple[int, ev.Event]] | None = None) -> None:
-        n = bld.nodes[i]
-        if not n.alive:
+        if not bld.alive(i):
             return
         if self.bounds.zk_watches == "sync" and queue is not None:
             queue.append((i, event))
         elif self.bounds.zk_watches == "async":
-            bld.nodes[i] = n._replace(inbox=(*n.inbox, event))
+            bld.inboxes[i] = (*bld.inboxes[i], event)
 
     def _notify_all(self, bld: _Builder, event: ev.Event,
                     queue: deque[tuple[int, ev.Event]]) -> None:
         if self.bounds.zk_watches == "sync" and event == ev.ControllerChanged(NO_LEADER):
             return  # the race for /controller is the model's `zk-elect` actions
         registered = {lb.broker_id for lb in bld.zk.registered}
-        for i in range(len(bld.nodes)):
+        for i in range(len(bld.states)):
             if i in registered:
                 self._notify(bld, i, event, queue)
 
@@ -535,7 +593,7 @@ class Model:
         queue.append((b, ev.ControllerElection(True, b, zk.controller_epoch,
                                                zk.controller_epoch_version, zk.registered,
                                                self._snapshot(zk))))
-        for i in range(len(bld.nodes)):
+        for i in range(len(bld.states)):
             if i != b and any(lb.broker_id == i for lb in zk.registered):
                 self._notify(bld, i, ev.ControllerChanged(b), queue)
 
@@ -573,11 +631,11 @@ class Model:
         """Extend the ghost of exposed records with every leader's HW prefix."""
         g = bld.ghost
         exposed, conflict = g.exposed, g.conflicting_exposure
-        for node in bld.nodes:
-            r = _replica(node.state) if node.state is not None else None
+        for i, st in enumerate(bld.states):
+            r = _replica(st)
             if r is None or r.role != Role.LEADER or r.high_watermark == 0:
                 continue
-            prefix = node.disk.records[:r.high_watermark]
+            prefix = bld.disks[i].records[:r.high_watermark]
             n = min(len(prefix), len(exposed))
             if prefix[:n] != exposed[:n]:
                 conflict = True

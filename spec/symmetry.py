@@ -77,6 +77,23 @@ def _plan(cls: type) -> tuple[tuple[int, int], ...] | None:
     return plan
 
 
+class Key:
+    """A canonical encoding with its hash computed once (tuples do not cache theirs)."""
+
+    __slots__ = ("encoding", "hash")
+
+    def __init__(self, encoding: Any, h: int) -> None:
+        self.encoding = encoding
+        self.hash = h
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Key) and self.hash == other.hash and (
+            self.encoding == other.encoding)
+
+
 class Canonicalizer:
     """Computes canonical keys for worlds of `n` brokers, with a bounded cache."""
 
@@ -183,7 +200,7 @@ class Canonicalizer:
             out.append(self.perm_index[tuple(p)])
         return out
 
-    def key(self, w: World) -> Any:
+    def key(self, w: World) -> Key:
         best: Any = None
         best_hash = 0
         for k in self._candidates(w):
@@ -198,7 +215,7 @@ class Canonicalizer:
             if best is None or h < best_hash or (h == best_hash and enc != best
                                                   and repr(enc) < repr(best)):
                 best, best_hash = enc, h
-        return best
+        return Key(best, best_hash)
 
 
 def _signature(w: World, b: int) -> Any:

@@ -75,6 +75,7 @@ class Ghost(NamedTuple):
     expiries: int = 0
     drops: int = 0
     duplicates: int = 0
+    moves: int = 0
 
 
 class World(NamedTuple):

@@ -78,6 +78,7 @@ class BmcConfig:
     bugs: Bugs = field(default_factory=Bugs)
     acks: int = -1  # -1 (all) or 1
     min_insync_replicas: int = 1
+    bitvectors: bool = True  # state as bit-vectors (bit-blasted) or as unbounded Ints
 
     def __post_init__(self) -> None:
         unsupported = [b for b in self.bugs.enabled() if b not in SUPPORTED_BUGS]
@@ -132,7 +133,10 @@ class Frame:
                 self._bool(f"risr.{e}.{j}")
 
     def _int(self, name: str) -> None:
-        self.vars[name] = z3.BitVec(f"{name}@{self.t}", WIDTH)
+        if self.cfg.bitvectors:
+            self.vars[name] = z3.BitVec(f"{name}@{self.t}", WIDTH)
+        else:
+            self.vars[name] = z3.Int(f"{name}@{self.t}")
 
     def _bool(self, name: str) -> None:
         self.vars[name] = z3.Bool(f"{name}@{self.t}")
@@ -141,7 +145,7 @@ class Frame:
         return self.vars[name]
 
     def lit(self, value: int) -> ZInt:
-        return z3.BitVecVal(value, WIDTH)
+        return z3.BitVecVal(value, WIDTH) if self.cfg.bitvectors else z3.IntVal(value)
 
     # --- views
     def cache(self, r: int) -> ZCache:
@@ -429,7 +433,7 @@ class BmcResult:
 
 
 def _transition(cur: Frame, nxt: Frame, t: int) -> tuple[ZBool, Any, list[Instance]]:
-    act = z3.BitVec(f"act@{t}", ACT_WIDTH)
+    act = z3.BitVec(f"act@{t}", ACT_WIDTH) if cur.cfg.bitvectors else z3.Int(f"act@{t}")
     insts = instances(cur, z3.Bool(f"lag_expired@{t}"), z3.Bool(f"ack_now@{t}"))
     if len(insts) >= 2 ** ACT_WIDTH:
         raise ValueError("too many action instances for the action selector width")
@@ -448,7 +452,8 @@ def describe_state(model: Any, s: Frame) -> list[str]:
     cfg = s.cfg
 
     def val(name: str) -> int:
-        return int(model.eval(s[name], model_completion=True).as_signed_long())
+        v = model.eval(s[name], model_completion=True)
+        return int(v.as_signed_long() if z3.is_bv(v) else v.as_long())
 
     def flag(name: str) -> bool:
         return bool(z3.is_true(model.eval(s[name], model_completion=True)))
