@@ -206,7 +206,9 @@ def initial(s: Frame) -> ZBool:
     return z3.And(parts)
 
 
-def _controller_update(s: Frame, leader: ZInt, isr: Sequence[ZBool]) -> tuple[ZBool, dict[str, Any]]:
+def _controller_update(
+    s: Frame, leader: ZInt, isr: Sequence[ZBool]
+) -> tuple[ZBool, dict[str, Any]]:
     cfg = s.cfg
     e_new = s["next_ep"]
     upd: dict[str, Any] = {"q_ep": e_new, "q_ldr": leader, "next_ep": e_new + 1}
