@@ -21,10 +21,6 @@ class Bugs:
     kip320_first_try: bool = False
     isr_expand_before_epoch_start: bool = False
     skip_truncate_same_leader: bool = False
-    no_controller_epoch_check: bool = False
-    no_broker_epoch_check: bool = False
-    hw_over_committed_isr: bool = False
-    offsets_before_epoch_start: bool = False
 
     def enabled(self) -> tuple[str, ...]:
         return tuple(f.name for f in fields(self) if getattr(self, f.name))

@@ -135,7 +135,7 @@ def _write(
         controller_epoch=c.controller_epoch,
         zk_version=0 if old is None else old.zk_version + 1,
     )
-    fence = None if cfg.bugs.no_controller_epoch_check else c.epoch_zk_version
+    fence = c.epoch_zk_version
     return [
         fx.ZkWritePartitionState(
             tp=ctx.tp,
@@ -359,6 +359,21 @@ def on_rebalance_timer(
             out += _write(c, ctx, preferred[0], s.isr, cfg)
     out.append(fx.SetTimer(REBALANCE_TIMER, cfg.leader_imbalance_check_interval_seconds * 1000))
     return c, out
+
+
+def on_leader_move(
+    c: ControllerState, tp: TopicPartition, target: int, cfg: ProtocolConfig
+) -> tuple[ControllerState, Effects]:
+    """Preferred leader election towards `target`: only a live ISR member can take over, and
+    the ISR stays as it is."""
+    ctx = _context(c, tp)
+    if ctx is None or ctx.state is None or target not in ctx.assignment:
+        return c, []
+    s = ctx.state
+    live = _live_ids(c) - frozenset(c.shutting_down)
+    if s.leader == target or target not in s.isr or target not in live:
+        return c, []
+    return c, _write(c, ctx, target, s.isr, cfg)
 
 
 def on_controlled_shutdown(

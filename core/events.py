@@ -133,6 +133,16 @@ class ListOffsetsReceived:
 
 
 @dataclass(frozen=True, slots=True)
+class LeaderMoveRequested:
+    """An operator moved `target` to the head of the partition's replica list and asked for
+    a preferred leader election (`kafka-reassign-partitions` then `kafka-leader-election
+    --election-type preferred`). Controller only."""
+
+    tp: TopicPartition
+    target: int
+
+
+@dataclass(frozen=True, slots=True)
 class ControlledShutdownRequested:
     """The operator asked this broker to shut down cleanly."""
 
@@ -153,5 +163,6 @@ Event = (
     | ProduceReceived
     | ConsumerFetchReceived
     | ListOffsetsReceived
+    | LeaderMoveRequested
     | ControlledShutdownRequested
 )

@@ -175,6 +175,11 @@ def step(state: BrokerState, event: ev.Event) -> tuple[BrokerState, Effects]:
                 r, event.request_id, event.timestamp, event.current_leader_epoch, cfg
             )
             return state, out
+        case ev.LeaderMoveRequested(tp=tp, target=target):
+            if state.controller is None:
+                return state, []
+            c, out = ctl.on_leader_move(state.controller, tp, target, cfg)
+            return state._replace(controller=c), out
         case ev.ControlledShutdownRequested():
             if state.controller_id == NO_LEADER:
                 return state, []
@@ -268,10 +273,8 @@ def _control_request_ok(
 ) -> bool:
     """T3 and KIP-380: ignore requests from an older controller, or addressed to an earlier
     incarnation of this broker."""
-    if controller_epoch < state.controller_epoch and not cfg.bugs.no_controller_epoch_check:
+    if controller_epoch < state.controller_epoch:
         return False
-    if cfg.bugs.no_broker_epoch_check:
-        return True
     # Not registered yet (or any more): Kafka processes no control requests before that.
     return state.broker_epoch != NO_BROKER_EPOCH and broker_epoch >= state.broker_epoch
 

@@ -555,7 +555,7 @@ def on_lag_timer(
 def _hw_isr(rs: ReplicaState, cfg: ProtocolConfig) -> tuple[int, ...]:
     """The ISR the HW must respect: while an expansion is in flight, the maximal ISR
     (KIP-497); while a shrink is in flight, the current (larger) one."""
-    if rs.pending_isr is None or cfg.bugs.hw_over_committed_isr:
+    if rs.pending_isr is None:
         return rs.isr
     return tuple(r for r in rs.replicas if r in rs.isr or r in rs.pending_isr)
 
@@ -683,10 +683,7 @@ def on_list_offsets(
     if error == Errors.NONE:
         if timestamp == -2:
             offset = rs.log_start_offset
-        elif (
-            rs.high_watermark < rs.leader_epoch_start_offset
-            and not cfg.bugs.offsets_before_epoch_start
-        ):
+        elif rs.high_watermark < rs.leader_epoch_start_offset:
             # KIP-207: a new leader's HW may lag the old one's; refuse until it has caught up
             # with its own epoch start so the latest offset never goes backwards.
             error = Errors.OFFSET_NOT_AVAILABLE

@@ -54,9 +54,14 @@ def spec_check(
     crashes: Annotated[int | None, typer.Option(help="broker crashes")] = None,
     lossy_crashes: Annotated[int | None, typer.Option(help="crashes losing page cache")] = None,
     expiries: Annotated[int | None, typer.Option(help="expiries of live sessions")] = None,
+    leader_moves: Annotated[int | None, typer.Option(help="operator leader moves")] = None,
+    drops: Annotated[int | None, typer.Option(help="lost messages")] = None,
+    duplicates: Annotated[int | None, typer.Option(help="duplicated messages")] = None,
     acks: Annotated[int | None, typer.Option(help="producer acks: 0, 1 or -1")] = None,
     network: Annotated[str | None, typer.Option(help="rpc or async")] = None,
     zk_watches: Annotated[str | None, typer.Option(help="sync or async")] = None,
+    invariant: Annotated[list[str] | None, typer.Option(
+        help="check only this invariant (repeatable); default: all")] = None,
     strategy: Annotated[str, typer.Option(help="bfs (shortest trace) or dfs")] = "bfs",
     symmetry: Annotated[bool, typer.Option(help="symmetry reduction over broker ids")] = True,
     max_states: Annotated[int | None, typer.Option(help="stop after this many")] = None,
@@ -79,12 +84,17 @@ def spec_check(
             typer.echo(str(e.args[0]), err=True)
             raise typer.Exit(3) from None
         config, bounds = scenario.config(), scenario.bounds
+        invariants = scenario.invariants
     else:
+        invariants = None
         config, bounds = ProtocolConfig(), Bounds(**DEFAULT_BOUNDS)
+    if invariant:
+        invariants = tuple(invariant)
     overrides = {k: v for k, v in dict(
         brokers=brokers, records=records, leader_epochs=leader_epochs,
         controller_epochs=controller_epochs, crashes=crashes, lossy_crashes=lossy_crashes,
-        expiries=expiries, acks=acks, network=network, zk_watches=zk_watches,
+        expiries=expiries, leader_moves=leader_moves, drops=drops, duplicates=duplicates,
+        acks=acks, network=network, zk_watches=zk_watches,
     ).items() if v is not None}
     try:
         bounds = dataclasses.replace(bounds, **overrides)
@@ -93,7 +103,8 @@ def spec_check(
         raise typer.Exit(3) from None
     what = f"bug {bug}" if bug else "the fixed protocol"
     typer.echo(f"checking {what}: {_bounds_text(bounds)}; {strategy}"
-               f"{', symmetry' if symmetry else ''}")
+               f"{', symmetry' if symmetry else ''}; invariants: "
+               f"{', '.join(invariants) if invariants else 'all'}")
     last = [time.perf_counter()]
 
     def progress(states: int, depth: int, seconds: float) -> None:
@@ -101,8 +112,13 @@ def spec_check(
             last[0] = time.perf_counter()
             typer.echo(f"  ... {states:,} states, depth {depth}, {seconds:.0f} s", err=True)
 
-    result = check(Model(config, bounds), strategy=strategy, symmetry=symmetry,
-                   max_states=max_states, time_limit_s=time_limit, progress=progress)
+    try:
+        result = check(Model(config, bounds), strategy=strategy, symmetry=symmetry,
+                       max_states=max_states, time_limit_s=time_limit, progress=progress,
+                       invariants=invariants)
+    except ValueError as e:
+        typer.echo(str(e), err=True)
+        raise typer.Exit(3) from None
     typer.echo(f"{result.states:,} distinct states, {result.transitions:,} transitions, "
                f"depth {result.depth}, {result.seconds:.1f} s "
                f"({result.states_per_second:,.0f} states/s)")

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from spec.invariants import check_state, check_step
+from spec.invariants import NAMES, check_state, check_step
 from spec.model import Action, Model
 from spec.symmetry import Canonicalizer
 from spec.world import World
@@ -43,10 +43,15 @@ def check(
     max_states: int | None = None,
     time_limit_s: float | None = None,
     progress: Callable[[int, int, float], None] | None = None,
+    invariants: tuple[str, ...] | None = None,
 ) -> Result:
-    """Explore until a violation, exhaustion, or a limit. BFS returns a shortest trace."""
+    """Explore until a violation, exhaustion, or a limit. BFS returns a shortest trace.
+    `invariants` restricts the check to the named properties (all by default)."""
     if strategy not in ("bfs", "dfs"):
         raise ValueError("strategy must be 'bfs' or 'dfs'")
+    only = None if invariants is None else frozenset(invariants)
+    if only is not None and not only <= set(NAMES):
+        raise ValueError(f"unknown invariants {sorted(only - set(NAMES))}; known: {NAMES}")
     start = time.perf_counter()
     n_brokers = model.bounds.brokers
 
@@ -69,7 +74,7 @@ def check(
         return Result(violation, trace, len(parents), transitions, depth,
                       time.perf_counter() - start, exhausted, stopped_by)
 
-    bad = check_state(init)
+    bad = check_state(init, only)
     if bad is not None:
         return result(bad, (init, init_key), False, None)
     pop = frontier.popleft if strategy == "bfs" else frontier.pop
@@ -88,7 +93,7 @@ def check(
             if nk in parents:
                 continue
             parents[nk] = (wk, action)
-            violation = check_step(w, nxt) or check_state(nxt)
+            violation = check_step(w, nxt, only) or check_state(nxt, only)
             if violation is not None:
                 depth = max(depth, d + 1)
                 return result(violation, (nxt, nk), False, None)

@@ -101,7 +101,7 @@ class _Builder:
         self.zk = w.zk
         self.network = list(w.network)
         self.ghost = w.ghost
-        self.choices: list[int] = []
+        self.choices: list[object] = []
 
     def copy(self) -> _Builder:
         b = _Builder.__new__(_Builder)
@@ -136,6 +136,14 @@ class _Builder:
             else:
                 nodes.append(Node(st, d, timers, inbox))
         return World(tuple(nodes), self.zk, tuple(sorted(self.network)), self.ghost)
+
+
+_WATCH_KIND: dict[type, str] = {
+    ev.ControllerChanged: "controller",
+    ev.BrokersChanged: "brokers",
+    ev.IsrChanged: "isr",
+    ev.SessionExpired: "expired",
+}
 
 
 def _inert(m: InFlight, nodes: list[Node], broker_epoch_checked: bool) -> bool:
@@ -239,9 +247,9 @@ class Model:
             assignment=self.brokers,
         )
         nodes = []
-        inbox: tuple[ev.Event, ...] = ()
+        inbox: tuple[str, ...] = ()
         if self.bounds.zk_watches == "async":
-            inbox = (ev.ControllerChanged(NO_LEADER),)
+            inbox = ("controller",)
         for b in self.brokers:
             s = init(b, self.config)
             s, _ = step(s, ev.Started())
@@ -258,7 +266,8 @@ class Model:
         g = w.ghost
         for i, node in enumerate(w.nodes):
             if node.alive and node.inbox:
-                out += self._act(w, ("zk", i), i, node.inbox[0], pop_inbox=True)
+                out += self._act(w, ("zk", i, node.inbox[0]), i,
+                                 self._read_watch(w.zk, node.inbox[0]), pop_inbox=True)
         if b.zk_watches == "sync" and w.zk.controller == NO_LEADER:
             # `/controller` is free: every registered broker heard it; one of them wins.
             for lb in w.zk.registered:
@@ -267,7 +276,7 @@ class Model:
                                      ev.ControllerChanged(NO_LEADER))
         seen: set[InFlight] = set()
         for k, m in enumerate(w.network):
-            if m in seen:
+            if m in seen or not w.nodes[m.dst].alive:
                 continue
             seen.add(m)
             rest = w.network[:k] + w.network[k + 1:]
@@ -305,7 +314,7 @@ class Model:
 
     def _tidy(self, w: World) -> World:
         nodes = list(w.nodes)
-        checked = not self.config.bugs.no_broker_epoch_check
+        checked = True
         if any(_inert(m, nodes, checked) for m in w.network):
             w = w._replace(network=tuple(m for m in w.network if not _inert(m, nodes, checked)))
         return _normalize_versions(w)
@@ -364,7 +373,10 @@ class Model:
         disk = disk._replace(epochs=epochs, hw_checkpoint=min(disk.hw_checkpoint,
                                                              len(disk.records)))
         nodes[i] = Node(None, disk)
-        network = tuple(m for m in w.network if m.dst != i)
+        # The controller keeps its requests to a broker queued and sends them again when the
+        # broker reconnects (ControllerChannelManager), so control requests in flight to the
+        # crashed broker survive; they reach the restarted broker (KIP-380's scenario).
+        network = w.network
         g = w.ghost
         ghost = g._replace(crashes=g.crashes + 1, lossy_crashes=g.lossy_crashes + int(lossy))
         crashed = w._replace(nodes=tuple(nodes), network=network, ghost=ghost)
@@ -439,30 +451,44 @@ class Model:
             state, effects = step(current, event)
             bld.states[i] = state
             self._record_leadership(bld, i, before, _replica(state))
-            for k, e in enumerate(effects):
-                if isinstance(e, fx.Choose):
-                    branches: list[_Builder] = []
-                    for option in range(len(e.options)):
-                        b2 = bld.copy()
-                        b2.choices.append(e.options[option])
-                        q2: deque[tuple[int, ev.Event]] = deque(
-                            [(i, ev.Chosen(e.key, option))]
-                        )
-                        rest = effects[k + 1:]
-                        self._apply_all(b2, i, rest, q2)
-                        q2.extend(queue)
-                        branches += self._run(b2, q2)
-                    return branches
-                self._apply(bld, i, e, queue)
+            if effects:
+                return self._effects(bld, i, effects, queue)
         self._observe(bld)
         return [bld]
 
-    def _apply_all(self, bld: _Builder, i: int, effects: list[fx.Effect],
-                   queue: deque[tuple[int, ev.Event]]) -> None:
-        for e in effects:
+    def _effects(self, bld: _Builder, i: int, effects: list[fx.Effect],
+                 queue: deque[tuple[int, ev.Event]]) -> list[_Builder]:
+        """Apply one step's effects in order, then go on with the queue. A `Choose` branches
+        into one world per option; in rpc mode a replica-fetch response may be lost (within
+        the drops bound), which opens the window between a leader acting on a request and
+        the follower hearing of it."""
+        for k, e in enumerate(effects):
             if isinstance(e, fx.Choose):
-                raise ValueError("two choices in one step are not supported by the model")
+                branches: list[_Builder] = []
+                for option in range(len(e.options)):
+                    b2 = bld.copy()
+                    b2.choices.append(e.options[option])
+                    q2 = deque(queue)
+                    q2.appendleft((i, ev.Chosen(e.key, option)))
+                    branches += self._effects(b2, i, effects[k + 1:], q2)
+                return branches
+            if self._droppable(bld, e):
+                b2 = bld.copy()
+                b2.choices.append("lost")
+                b2.ghost = b2.ghost._replace(drops=b2.ghost.drops + 1)
+                lost = self._effects(b2, i, effects[k + 1:], deque(queue))
+                self._apply(bld, i, e, queue)
+                return self._effects(bld, i, effects[k + 1:], queue) + lost
             self._apply(bld, i, e, queue)
+        return self._run(bld, queue)
+
+    def _droppable(self, bld: _Builder, e: fx.Effect) -> bool:
+        return (
+            isinstance(e, fx.Send)
+            and isinstance(e.message, (FetchResponse, OffsetForLeaderEpochResponse))
+            and self.bounds.network == "rpc"
+            and bld.ghost.drops < self.bounds.drops
+        )
 
     def _apply(self, bld: _Builder, i: int, e: fx.Effect,
                queue: deque[tuple[int, ev.Event]]) -> None:
@@ -541,12 +567,27 @@ class Model:
 
     def _notify(self, bld: _Builder, i: int, event: ev.Event,
                 queue: deque[tuple[int, ev.Event]] | None = None) -> None:
+        """A ZooKeeper watch fires at broker i. In async mode the broker only learns that
+        something changed; what it reads when it gets round to it is ZooKeeper's state then
+        (`_read_watch`), as Kafka's controller re-reads the znodes. Watches are one-shot, so
+        a kind already pending is not queued twice."""
         if not bld.alive(i):
             return
         if self.bounds.zk_watches == "sync" and queue is not None:
             queue.append((i, event))
         elif self.bounds.zk_watches == "async":
-            bld.inboxes[i] = (*bld.inboxes[i], event)
+            kind = _WATCH_KIND[type(event)]
+            if kind not in bld.inboxes[i]:
+                bld.inboxes[i] = (*bld.inboxes[i], kind)
+
+    def _read_watch(self, zk: Zk, kind: str) -> ev.Event:
+        if kind == "controller":
+            return ev.ControllerChanged(zk.controller)
+        if kind == "brokers":
+            return ev.BrokersChanged(zk.registered)
+        if kind == "isr":
+            return ev.IsrChanged(self._snapshot(zk))
+        return ev.SessionExpired()
 
     def _notify_all(self, bld: _Builder, event: ev.Event,
                     queue: deque[tuple[int, ev.Event]]) -> None:

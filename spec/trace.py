@@ -42,7 +42,7 @@ def describe_action(action: Action) -> str:
     if kind == "zk-elect":
         return f"broker {action[1]} wins the race for /controller{choice}"
     if kind == "zk":
-        return f"broker {action[1]} processes a ZooKeeper notification{choice}"
+        return f"broker {action[1]} processes a ZooKeeper '{action[2]}' notification{choice}"
     if kind == "deliver":
         return f"{action[3]} from broker {action[2]} delivered to broker {action[1]}{choice}"
     if kind == "drop":

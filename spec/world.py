@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from core.events import Event
 from core.messages import Message
 from core.node import BrokerState
 from core.rules.epochs import EpochEntry
@@ -36,7 +35,9 @@ class Node(NamedTuple):
     state: BrokerState | None  # None while crashed
     disk: Disk
     timers: frozenset[tuple[object, ...]] = frozenset()
-    inbox: tuple[Event, ...] = ()  # ZooKeeper watch notifications not yet processed
+    # kinds of ZooKeeper watch that fired and the broker has not processed yet:
+    # "controller", "brokers", "isr", "expired"
+    inbox: tuple[str, ...] = ()
 
     @property
     def alive(self) -> bool:
