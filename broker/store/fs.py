@@ -41,6 +41,11 @@ class FileHandle(Protocol):
         """Append the pieces in order; return the new size."""
         ...
 
+    def append_batch(self, head: Buf, body: Buf, nbytes: int) -> int:
+        """Append `head` then `body` (`nbytes` = their total length, known to the caller) with
+        one gathering write and no concatenation; return the new size."""
+        ...
+
     def pread(self, position: int, length: int) -> bytes:
         """Read up to `length` bytes at `position` (may return fewer: use `read_exact`)."""
         ...
@@ -145,6 +150,13 @@ class RealFile:
                 self._finish(memoryview(data)[n:])
             self._size += len(data)
             return self._size
+        if len(pieces) <= IOV_MAX:
+            total = sum(map(len, pieces))
+            n = os.writev(fd, pieces)
+            if n != total:
+                self._finish(memoryview(b"".join(pieces))[n:])
+            self._size += total
+            return self._size
         for start in range(0, len(pieces), IOV_MAX):
             chunk = pieces[start : start + IOV_MAX]
             total = sum(len(p) for p in chunk)
@@ -152,6 +164,13 @@ class RealFile:
             if n != total:
                 self._finish(memoryview(b"".join(chunk))[n:])
             self._size += total
+        return self._size
+
+    def append_batch(self, head: Buf, body: Buf, nbytes: int) -> int:
+        n = os.writev(self._fd, (head, body))
+        if n != nbytes:  # a short write (disk full, signal): finish it or raise
+            self._finish(memoryview(b"".join((head, body)))[n:])
+        self._size += nbytes
         return self._size
 
     def _finish(self, rest: memoryview) -> None:
@@ -264,6 +283,11 @@ class SimFile:
             inode.data += piece
             self._fs.stats.bytes_written += len(piece)
         return len(inode.data)
+
+    def append_batch(self, head: Buf, body: Buf, nbytes: int) -> int:
+        if len(head) + len(body) != nbytes:
+            raise ValueError(f"append_batch: {len(head)} + {len(body)} bytes, not {nbytes}")
+        return self.append((head, body))
 
     def pread(self, position: int, length: int) -> bytes:
         data = self._check().data

@@ -60,6 +60,8 @@ from broker.store.segment import (
 
 PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch: the patched part
 PREFIX_END = 16  # the magic byte (offset 16) onwards is written verbatim
+_pack_prefix = PREFIX.pack
+_unpack_header = HEADER.unpack_from
 RETIRED_HANDLES_MAX = 64  # deleted segments whose handles stay open for in-flight sendfiles
 SWAP_END_SUFFIX = ".swap-end"
 TEMP_SUFFIXES = (
@@ -129,7 +131,7 @@ class Log:
 
     def __init__(self, directory: Path, config: LogConfig, fs: FS):
         self.dir = directory
-        self.config = config
+        self.config = config  # a property: caches the fields the append path reads
         self.fs = fs
         self.topic, self.partition = parse_topic_partition(directory.name)
         self.segments: list[LogSegment] = []
@@ -147,6 +149,17 @@ class Log:
         self.next_delete_horizon_ms: int | None = None  # earliest tombstone horizon (cleaner)
         self.on_truncation: Callable[[Log], None] | None = None  # checkpoints recovery points
         self._retired: deque[FileHandle] = deque()
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        self._config = config
+        self._compact = config.compact
+        self._max_message_bytes = config.max_message_bytes
+        self._flush_messages = config.flush_messages
 
     # ------------------------------------------------------------------ open
 
@@ -319,12 +332,13 @@ class Log:
     ) -> tuple[int, int]:
         """Validate the produced batch(es), assign offsets from the log end offset and stamp
         `leader_epoch`; write the bytes verbatim otherwise. Returns (first, last) offset."""
-        self._check_open()
+        if self.closed:
+            self._check_open()
         size = len(records)
-        if size >= HEADER_SIZE and not self.config.compact:
-            fields = HEADER.unpack_from(records)
+        if size >= HEADER_SIZE and not self._compact:
+            fields = _unpack_header(records)
             if fields[1] + LOG_OVERHEAD == size:  # one batch, as Produce v3+ always sends
-                return self._append_one_produced(records, fields, leader_epoch, now_ms)
+                return self._append_one_produced(records, fields, size, leader_epoch, now_ms)
         headers = validate_produced(records, self.config.max_message_bytes)
         if self.config.compact:
             self._require_keys(records, headers)
@@ -348,22 +362,28 @@ class Log:
         return first, offset - 1
 
     def _append_one_produced(
-        self, records: Buf, fields: tuple[int, ...], leader_epoch: int, now_ms: int | None
+        self,
+        records: Buf,
+        fields: tuple[int, ...],
+        size: int,
+        leader_epoch: int,
+        now_ms: int | None,
     ) -> tuple[int, int]:
-        """The hot path: one batch, checked field by field, CRC32C, then one writev."""
-        cfg = self.config
-        size = len(records)
-        _, length, _, magic, crc, attributes, delta, _, max_ts, _, _, _, count = fields
+        """The hot path: one batch, checked field by field (the same checks `validate_produced`
+        makes), CRC32C over what it covers, then one gathering write of the patched 16-byte
+        prefix and the rest of the batch, uncopied."""
+        base, length, _, magic, crc, attributes, delta, _, max_ts, _, _, _, count = fields
         mv = memoryview(records)
         if (
             magic != MAGIC_V2
+            or base < 0
             or delta < 0
             or count != delta + 1
             or attributes & ATTR_CODEC_MASK > codec.ZSTD
-            or size > cfg.max_message_bytes
+            or size > self._max_message_bytes
             or crc32c(mv[CRC_START:]) != crc
         ):
-            validate_produced(records, cfg.max_message_bytes)  # raises the precise error
+            validate_produced(records, self._max_message_bytes)  # raises the precise error
             raise InvalidRecordError("batch rejected")  # unreachable: validate_produced raised
         cache = self.leader_epoch_cache
         latest = cache.latest_epoch
@@ -378,9 +398,10 @@ class Log:
             seg = self.roll(now_ms if now_ms is not None else seg.created_ms)
         if leader_epoch != latest and leader_epoch >= 0:
             cache.assign(leader_epoch, offset)
-        seg.append_one(last, max_ts, size, [PREFIX.pack(offset, length, leader_epoch), mv[16:]])
-        self.unflushed_messages += count
-        if self.unflushed_messages >= cfg.flush_messages:
+        seg.append_one(last, max_ts, size, _pack_prefix(offset, length, leader_epoch), mv[16:])
+        unflushed = self.unflushed_messages + count
+        self.unflushed_messages = unflushed
+        if unflushed >= self._flush_messages:
             self.flush()
         elif now_ms is not None:
             self.maybe_flush(now_ms)

@@ -58,7 +58,7 @@ class LogSegment:
         self.fs = fs
         self.dir = directory
         self.base_offset = base_offset
-        self.config = config
+        self.config = config  # a property: caches the fields the append path reads
         self.created_ms = created_ms
         stem = file_stem(base_offset)
         self.log_path = directory / (stem + LOG_SUFFIX + suffix)
@@ -70,6 +70,8 @@ class LogSegment:
         entries_max = config.index_entries_max
         self.index = OffsetIndex(fs, self.index_path, base_offset, entries_max)
         self.time_index = TimeIndex(fs, self.time_index_path, base_offset, entries_max // 2 + 1)
+        self._index_max = self.index.max_entries
+        self._time_max = self.time_index.max_entries
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = base_offset
@@ -77,6 +79,16 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self.rebuilt_index_reason: str | None = None
         self.closed = False
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        self._config = config
+        self._segment_bytes = config.segment_bytes
+        self._index_interval = config.index_interval_bytes
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path.name}, size={self.size}, next={self.next_offset})"
@@ -105,39 +117,36 @@ class LogSegment:
         self.next_offset = headers[-1].next_offset
 
     def append_one(
-        self, last_offset: int, max_timestamp: int, size: int, pieces: Sequence[Buf]
+        self, last_offset: int, max_timestamp: int, size: int, head: Buf, body: Buf
     ) -> None:
-        """Append one validated batch (offset assigned), given as write pieces."""
+        """Append one validated batch (offset assigned) of `size` bytes, written as `head` (the
+        patched prefix) then `body` (the rest, verbatim)."""
         position = self.size
-        if self.bytes_since_last_index_entry > self.config.index_interval_bytes:
+        since = self.bytes_since_last_index_entry
+        if since > self._index_interval:
             self.index.append(last_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-            self.bytes_since_last_index_entry = size
-        else:
-            self.bytes_since_last_index_entry += size
+            since = 0
+        self.bytes_since_last_index_entry = since + size
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
             self.offset_of_max_timestamp = last_offset
         if self.rolling_base_ms is None:
             self.rolling_base_ms = max_timestamp
-        self.size = self.file.append(pieces)
-        if self.size != position + size:
-            raise StoreError(
-                f"{self.log_path}: size {self.size} after append, expected {position + size}"
-            )
+        self.size = self.file.append_batch(head, body, size)
         self.next_offset = last_offset + 1
 
     def should_roll(self, nbytes: int, last_offset: int, now_ms: int | None) -> bool:
-        if self.size == 0:
+        size = self.size
+        if size == 0:
             return False
-        cfg = self.config
-        if self.size + nbytes > cfg.segment_bytes:
+        if size + nbytes > self._segment_bytes:
             return True
-        if self.index.is_full or self.time_index.is_full:
+        if len(self.index.keys) >= self._index_max or len(self.time_index.keys) >= self._time_max:
             return True
         if last_offset - self.base_offset > 2**31 - 1:
             return True
-        return now_ms is not None and now_ms - self.roll_base_ms() > cfg.segment_ms
+        return now_ms is not None and now_ms - self.roll_base_ms() > self._config.segment_ms
 
     def roll_base_ms(self) -> int:
         base = self.rolling_base_ms
