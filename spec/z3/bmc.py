@@ -23,7 +23,8 @@ Bug switches (names from `core.config.Bugs`): `truncate_to_hw` (B5), `isr_expand
 Properties: StrongIsr, HW <= LEO (and HW >= 0) on every replica, and acked-record completeness
 (every acknowledged record is in the log of the true leader).
 
-Entry points: `check(BmcConfig, max_depth) -> BmcResult`, `format_result(result) -> str`.
+Entry points: `check(BmcConfig, max_depth, prefix=()) -> BmcResult`, `format_result(result)`,
+`main()` (runs the fixed protocol and every modelled bug, prints traces).
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class BmcConfig:
     acks: int = -1  # -1 (all) or 1
     min_insync_replicas: int = 1
     bitvectors: bool = True  # state as bit-vectors (bit-blasted) or as unbounded Ints
+    check_acks: bool = False  # acks=all: model LeaderAck and check acked_on_true_leader
 
     def __post_init__(self) -> None:
         unsupported = [b for b in self.bugs.enabled() if b not in SUPPORTED_BUGS]
@@ -90,13 +92,18 @@ class BmcConfig:
             raise ValueError("2..4 replicas")
 
     @property
+    def tracks_acks(self) -> bool:
+        return self.acks == 1 or self.check_acks
+
+    @property
     def cache_capacity(self) -> int:
         return self.max_epoch + 1
 
     def describe(self) -> str:
         bugs = ",".join(self.bugs.enabled()) or "none"
+        acks = "1" if self.acks == 1 else "all"
         return (f"n={self.replicas} log_size={self.log_size} max_epoch={self.max_epoch} "
-                f"acks={self.acks} min_isr={self.min_insync_replicas} bugs={bugs}")
+                f"acks={acks} min_isr={self.min_insync_replicas} bugs={bugs}")
 
 
 # ------------------------------------------------------------------------------ state
@@ -242,8 +249,12 @@ def instances(s: Frame, lag_expired: ZBool, ack_now: ZBool) -> list[Instance]:
     # ControllerElectLeader(l): any ISR member other than the current leader, fresh epoch.
     for leader in range(n):
         guard, upd = _controller_update(s, s.lit(leader), [s[f"q_isr.{j}"] for j in range(n)])
+        # Symmetry reduction: replicas are interchangeable, so the first leader ever elected
+        # can be taken to be replica 0.
+        first = z3.Or(s["next_ep"] > 0, leader == 0)
         out.append(Instance(f"ControllerElectLeader({leader})",
-                            z3.And(guard, s[f"q_isr.{leader}"], s["q_ldr"] != leader), upd))
+                            z3.And(guard, first, s[f"q_isr.{leader}"], s["q_ldr"] != leader),
+                            upd))
 
     # ControllerShrinkIsr(r): broker r fails or shuts down.
     for r in range(n):
@@ -316,7 +327,7 @@ def instances(s: Frame, lag_expired: ZBool, ack_now: ZBool) -> list[Instance]:
         out.append(Instance(f"LeaderWrite({r})", guard, upd))
 
     # LeaderAck(r, o) (acks=all): the request for the record at o completes successfully.
-    if cfg.acks == -1:
+    if cfg.acks == -1 and cfg.check_acks:
         for r in range(n):
             for o in range(cfg.log_size):
                 _, ok = z_acks_all_satisfied(s[f"hw.{r}"], s.lit(o + 1), s.isr_size(r),
@@ -409,25 +420,26 @@ def acked_on_true_leader(s: Frame) -> ZBool:
     return z3.And(parts)
 
 
-PROPERTIES: dict[str, Callable[[Frame], ZBool]] = {
-    "strong_isr": strong_isr,
-    "hw_within_log": hw_within_log,
-    "acked_on_true_leader": acked_on_true_leader,
-}
-
-
 # ------------------------------------------------------------------------------ unrolling
+
+
+def properties(cfg: BmcConfig) -> dict[str, Callable[[Frame], ZBool]]:
+    props: dict[str, Callable[[Frame], ZBool]] = {
+        "strong_isr": strong_isr, "hw_within_log": hw_within_log}
+    if cfg.tracks_acks:
+        props["acked_on_true_leader"] = acked_on_true_leader
+    return props
 
 
 @dataclass(frozen=True)
 class BmcResult:
     config: BmcConfig
     max_depth: int
+    prefix: tuple[str, ...]
     violated: tuple[str, ...]  # names of the broken properties (empty: none up to max_depth)
-    depth: int  # depth of the counterexample, or max_depth when none was found
+    depth: int  # first violating step of the trace, or max_depth when none was found
     trace: tuple[str, ...]
     seconds: float
-    seconds_per_depth: tuple[float, ...]
 
     @property
     def found(self) -> bool:
@@ -435,19 +447,28 @@ class BmcResult:
 
 
 def _transition(cur: Frame, nxt: Frame, t: int) -> tuple[ZBool, Any, list[Instance]]:
+    """One step: exactly the instance selected by `act@t` fires. Encoded as implications
+    (selected => guard and updates; a variable no selected instance updates keeps its value),
+    which bit-blasts into clauses that propagate well on the selector bits."""
     act = z3.BitVec(f"act@{t}", ACT_WIDTH) if cur.cfg.bitvectors else z3.Int(f"act@{t}")
     insts = instances(cur, z3.Bool(f"lag_expired@{t}"), z3.Bool(f"ack_now@{t}"))
-    if len(insts) >= 2 ** ACT_WIDTH:
+    if len(insts) >= 2 ** (ACT_WIDTH - 1):
         raise ValueError("too many action instances for the action selector width")
-    enabled = z3.Or([z3.And(act == i, inst.guard) for i, inst in enumerate(insts)])
-    frame_eqs = []
+    parts: list[ZBool] = [z3.ULT(act, len(insts)) if cur.cfg.bitvectors
+                          else z3.And(act >= 0, act < len(insts))]
+    updaters: dict[str, list[int]] = {name: [] for name in cur.vars}
+    for i, inst in enumerate(insts):
+        effects = [nxt[name] == value for name, value in inst.updates.items()]
+        parts.append(z3.Implies(act == i, z3.And(inst.guard, *effects)))
+        for name in inst.updates:
+            updaters[name].append(i)
     for name, var in cur.vars.items():
-        value: Any = var
-        for i, inst in enumerate(insts):
-            if name in inst.updates:
-                value = z3.If(act == i, inst.updates[name], value)
-        frame_eqs.append(nxt[name] == value)
-    return (z3.And(enabled, *frame_eqs), act, insts)
+        changers = updaters[name]
+        if changers:
+            parts.append(z3.Or(nxt[name] == var, *[act == i for i in changers]))
+        else:
+            parts.append(nxt[name] == var)
+    return (z3.And(parts), act, insts)
 
 
 def describe_state(model: Any, s: Frame) -> list[str]:
@@ -483,50 +504,67 @@ def describe_state(model: Any, s: Frame) -> list[str]:
     return lines
 
 
-def check(cfg: BmcConfig, max_depth: int, timeout_ms: int = 600_000) -> BmcResult:
-    """Incremental BMC: for k = 0..max_depth, is a state violating a property reachable in
-    exactly k steps? Returns at the first (shortest) counterexample."""
-    solver = z3.Solver()
-    solver.set("timeout", timeout_ms)
-    frames = [Frame(cfg, 0)]
-    solver.add(initial(frames[0]))
-    acts: list[tuple[Any, list[Instance]]] = []
-    per_depth: list[float] = []
+def _solver(cfg: BmcConfig) -> Any:
+    if cfg.bitvectors:
+        # Non-incremental bit-blasting to SAT: far faster here than the incremental SMT core.
+        tactic = z3.Then("simplify", "propagate-values", "solve-eqs", "simplify",
+                         "bit-blast", "sat")
+        return tactic.solver()
+    return z3.Solver()
+
+
+def check(cfg: BmcConfig, max_depth: int, prefix: Sequence[str] = ()) -> BmcResult:
+    """Is a state violating a property reachable in at most `max_depth` steps?
+
+    One query: the transition relation unrolled `max_depth` times and "some property fails at
+    some step". The trace shown stops at the first failing step (not necessarily the shortest
+    possible trace). `prefix` pins the first actions by label (e.g. "ControllerElectLeader(0)")
+    to replay or guide a scenario; the rest is left to the solver."""
     start = time.perf_counter()
-    props = dict(PROPERTIES)
-    for k in range(max_depth + 1):
-        if k > 0:
-            frames.append(Frame(cfg, k))
-            rel, act, insts = _transition(frames[k - 1], frames[k], k - 1)
-            solver.add(rel)
-            acts.append((act, insts))
-        t0 = time.perf_counter()
-        solver.push()
-        cur = frames[k]
-        solver.add(z3.Not(z3.And([p(cur) for p in props.values()])))
-        verdict = solver.check()
-        per_depth.append(time.perf_counter() - t0)
-        if verdict == z3.sat:
-            model = solver.model()
-            broken = tuple(name for name, p in props.items()
-                           if z3.is_false(model.eval(p(cur), model_completion=True)))
-            trace = ["  step 0: Init", *describe_state(model, frames[0])]
-            for t, (act, insts) in enumerate(acts):
-                label = insts[int(model.eval(act, model_completion=True).as_long())].label
-                trace.append(f"  step {t + 1}: {label}")
-                trace += describe_state(model, frames[t + 1])
-            solver.pop()
-            return BmcResult(cfg, max_depth, broken, k, tuple(trace),
-                             time.perf_counter() - start, tuple(per_depth))
-        solver.pop()
-        if verdict != z3.unsat:
-            raise RuntimeError(f"solver gave {verdict} at depth {k}: {solver.reason_unknown()}")
-    return BmcResult(cfg, max_depth, (), max_depth, (), time.perf_counter() - start,
-                     tuple(per_depth))
+    frames = [Frame(cfg, 0)]
+    parts: list[ZBool] = [initial(frames[0])]
+    acts: list[tuple[Any, list[Instance]]] = []
+    for k in range(1, max_depth + 1):
+        frames.append(Frame(cfg, k))
+        rel, act, insts = _transition(frames[k - 1], frames[k], k - 1)
+        parts.append(rel)
+        acts.append((act, insts))
+    if len(prefix) > max_depth:
+        raise ValueError("prefix longer than the depth")
+    for t, label in enumerate(prefix):
+        act, insts = acts[t]
+        matches = [i for i, inst in enumerate(insts) if inst.label == label]
+        if not matches:
+            raise ValueError(f"no action {label!r}")
+        parts.append(act == matches[0])
+    props = properties(cfg)
+    bad = [z3.Not(z3.And([p(f) for p in props.values()])) for f in frames]
+    parts.append(z3.Or(bad))
+    solver = _solver(cfg)
+    solver.add(*parts)
+    verdict = solver.check()
+    if verdict == z3.unsat:
+        return BmcResult(cfg, max_depth, tuple(prefix), (), max_depth, (),
+                         time.perf_counter() - start)
+    if verdict != z3.sat:
+        raise RuntimeError(f"solver gave {verdict}: {solver.reason_unknown()}")
+    model = solver.model()
+    depth = next(k for k, b in enumerate(bad) if z3.is_true(model.eval(b, model_completion=True)))
+    broken = tuple(name for name, p in props.items()
+                   if z3.is_false(model.eval(p(frames[depth]), model_completion=True)))
+    trace = ["  step 0: Init", *describe_state(model, frames[0])]
+    for t, (act, insts) in enumerate(acts[:depth]):
+        label = insts[int(model.eval(act, model_completion=True).as_long())].label
+        trace.append(f"  step {t + 1}: {label}")
+        trace += describe_state(model, frames[t + 1])
+    return BmcResult(cfg, max_depth, tuple(prefix), broken, depth, tuple(trace),
+                     time.perf_counter() - start)
 
 
 def format_result(result: BmcResult) -> str:
     head = f"BMC {result.config.describe()}"
+    if result.prefix:
+        head += f" (first {len(result.prefix)} actions pinned)"
     if not result.found:
         return (f"{head}\n  no violation up to depth {result.max_depth} "
                 f"({result.seconds:.2f}s)")

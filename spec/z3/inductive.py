@@ -387,7 +387,7 @@ def attempt_inductive_proof(replicas: int = 2, timeout_ms: int = TIMEOUT_MS,
     init_solver.set("timeout", timeout_ms)
     init_solver.add(initial(s), z3.Not(invariant(s)))
     verdict = init_solver.check()
-    initiation = {z3.unsat: "proved", z3.sat: "fails"}.get(verdict, "unknown")
+    initiation = "proved" if verdict == z3.unsat else "fails" if verdict == z3.sat else "unknown"
     lag, epoch, trunc = z3.Bool("lag_expired"), z3.Int("request_epoch"), z3.Int("truncate_to")
     results = []
     for action in actions(s, lag, epoch, trunc):
