@@ -29,6 +29,7 @@ Entry points: `check(BmcConfig, max_depth, prefix=()) -> BmcResult`, `format_res
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -570,3 +571,70 @@ def format_result(result: BmcResult) -> str:
                 f"({result.seconds:.2f}s)")
     return (f"{head}\n  VIOLATED {', '.join(result.violated)} at depth {result.depth} "
             f"({result.seconds:.2f}s)\n" + "\n".join(result.trace))
+
+
+# ------------------------------------------------------------------------------ scenarios
+
+# First actions of the B11 and B8 scenarios (reference §4), used to guide the solver when a
+# full search would take minutes; the solver still has to find the remaining steps.
+B11_PREFIX = (
+    "ControllerElectLeader(0)",
+    "BecomeLeader(0, e0)",
+    "BecomeFollowerAndTruncate(2, e0, leader 0)",
+    "LeaderWrite(0)",
+    "LeaderShrinkIsr(0, 1)",
+    "ControllerElectLeader(2)",
+)
+B8_PREFIX = (
+    "ControllerElectLeader(0)",
+    "ControllerElectLeader(1)",
+    "ControllerElectLeader(0)",
+    "BecomeLeader(0, e0)",
+    "BecomeFollowerAndTruncate(2, e0, leader 0)",
+    "BecomeLeader(0, e2)",
+    "LeaderWrite(0)",
+)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    config: BmcConfig
+    depth: int
+    prefix: tuple[str, ...] = ()
+
+
+def scenarios(full: bool = False) -> tuple[Scenario, ...]:
+    """The standard runs: the fixed protocol, then one per modelled bug. With `full`, no
+    prefix is pinned (minutes for B11/B8) and the fixed protocol is checked deeper."""
+    def bug(name: str, max_epoch: int = 1) -> BmcConfig:
+        return BmcConfig(replicas=3, log_size=1, max_epoch=max_epoch, bugs=Bugs(**{name: True}))
+
+    return (
+        Scenario("fixed protocol", BmcConfig(replicas=3, log_size=1, max_epoch=1),
+                 10 if full else 6),
+        Scenario("B1 acks=1", BmcConfig(replicas=2, log_size=1, max_epoch=1, acks=1), 5),
+        Scenario("B5 truncate_to_hw", bug("truncate_to_hw"), 10),
+        Scenario("B11 isr_expand_before_epoch_start", bug("isr_expand_before_epoch_start"), 11,
+                 () if full else B11_PREFIX),
+        Scenario("B8 no_fetch_epoch_fencing", bug("no_fetch_epoch_fencing", 2), 12,
+                 () if full else B8_PREFIX),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the standard scenarios and print each result with its trace (`--full`: no pinned
+    prefixes). Exit status 1 if the fixed protocol shows a violation or a bug is not found."""
+    args = list(argv if argv is not None else sys.argv[1:])
+    ok = True
+    for sc in scenarios(full="--full" in args):
+        result = check(sc.config, sc.depth, sc.prefix)
+        print(f"# {sc.name}")
+        print(format_result(result))
+        expect_bug = bool(sc.config.bugs.enabled()) or sc.config.acks == 1
+        ok = ok and result.found == expect_bug
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

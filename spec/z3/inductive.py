@@ -137,6 +137,10 @@ def leaders_follow_requests(s: State) -> ZBool:
         parts.append(z3.Implies(s.true_leader(r), z3.And(
             [s[f"isr.{r}.{j}"] == s[f"q_isr.{j}"] for j in range(s.n)])))
     parts.append(z3.Implies(s["q_ep"] >= 0, s["q_ldr"] == z3.Select(s["rldr"], s["q_ep"])))
+    # Only the true leader rewrites the quorum ISR after the controller minted the epoch.
+    parts.append(z3.Implies(
+        z3.And(s["q_ep"] >= 0, *[z3.Not(s.true_leader(r)) for r in range(s.n)]),
+        z3.And([s[f"q_isr.{j}"] == z3.Select(s[f"risr.{j}"], s["q_ep"]) for j in range(s.n)])))
     parts.append(z3.Implies(s["q_ep"] == NIL, s["q_ldr"] == NONE))
     return z3.And(parts)
 
@@ -266,7 +270,7 @@ def actions(s: State, lag_expired: ZBool, epoch: ZInt, trunc: ZInt) -> list[Acti
                                  epoch > s[f"ep.{r}"]), upd))
     for r in range(n):
         base = z3.And(valid_request, epoch > s[f"ep.{r}"])
-        common = {f"ep.{r}": epoch}
+        common = {f"ep.{r}": epoch, f"leso.{r}": z3.IntVal(0)}
         common |= {f"isr.{r}.{j}": z3.Select(s[f"risr.{j}"], epoch) for j in range(n)}
         out.append(Action("BecomeFollowerAndTruncate", f"BecomeFollower({r}, no leader)",
                           z3.And(base, z3.Select(s["rldr"], epoch) == NONE),
