@@ -61,6 +61,7 @@ from broker.store.segment import (
 PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch: the patched part
 PREFIX_END = 16  # the magic byte (offset 16) onwards is written verbatim
 _pack_prefix = PREFIX.pack
+INT32_MAX = 2**31 - 1
 _unpack_header = HEADER.unpack_from
 RETIRED_HANDLES_MAX = 64  # deleted segments whose handles stay open for in-flight sendfiles
 SWAP_END_SUFFIX = ".swap-end"
@@ -394,7 +395,12 @@ class Log:
         seg = self.segments[-1]
         offset = seg.next_offset
         last = offset + delta
-        if seg.should_roll(size, last, now_ms):
+        if (  # the cheap test first (see LogSegment.should_roll)
+            seg.fast_appends_left <= 0
+            or seg.size + size > seg.segment_bytes
+            or last - seg.base_offset > INT32_MAX
+            or (now_ms is not None and now_ms > seg.roll_at_ms)
+        ) and seg.should_roll(size, last, now_ms):
             seg = self.roll(now_ms if now_ms is not None else seg.created_ms)
         if leader_epoch != latest and leader_epoch >= 0:
             cache.assign(leader_epoch, offset)

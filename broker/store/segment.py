@@ -72,6 +72,8 @@ class LogSegment:
         self.time_index = TimeIndex(fs, self.time_index_path, base_offset, entries_max // 2 + 1)
         self._index_max = self.index.max_entries
         self._time_max = self.time_index.max_entries
+        self.fast_appends_left = 0  # refreshed by should_roll; zeroed by any other index change
+        self.roll_at_ms = 0
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = base_offset
@@ -87,7 +89,8 @@ class LogSegment:
     @config.setter
     def config(self, config: LogConfig) -> None:
         self._config = config
-        self._segment_bytes = config.segment_bytes
+        self.segment_bytes = config.segment_bytes
+        self.fast_appends_left = 0  # see should_roll
         self._index_interval = config.index_interval_bytes
 
     def __repr__(self) -> str:
@@ -111,6 +114,7 @@ class LogSegment:
                 self.offset_of_max_timestamp = h.last_offset
             if self.rolling_base_ms is None:
                 self.rolling_base_ms = h.max_timestamp
+        self.fast_appends_left = 0
         self.size = self.file.append(pieces)
         if self.size != position:
             raise StoreError(f"{self.log_path}: size {self.size} after append, expected {position}")
@@ -119,13 +123,20 @@ class LogSegment:
     def append_one(
         self, last_offset: int, max_timestamp: int, size: int, head: Buf, body: Buf
     ) -> None:
-        """Append one validated batch (offset assigned) of `size` bytes, written as `head` (the
-        patched prefix) then `body` (the rest, verbatim)."""
+        """Append one validated batch of `size` bytes whose offsets the leader just assigned
+        from `next_offset`, written as `head` (the patched prefix) then `body` (the rest,
+        verbatim). Index entries go straight into the arrays: the position (the segment size)
+        and the last offset (above `next_offset`) both ascend by construction."""
         position = self.size
         since = self.bytes_since_last_index_entry
         if since > self._index_interval:
-            self.index.append(last_offset, position)
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            index = self.index
+            index.keys.append(last_offset)
+            index.values.append(position)
+            time_keys = self.time_index.keys
+            max_ts = self.max_timestamp
+            if not time_keys or max_ts > time_keys[-1]:
+                self.time_index.maybe_append(max_ts, self.offset_of_max_timestamp)
             since = 0
         self.bytes_since_last_index_entry = since + size
         if max_timestamp > self.max_timestamp:
@@ -133,20 +144,32 @@ class LogSegment:
             self.offset_of_max_timestamp = last_offset
         if self.rolling_base_ms is None:
             self.rolling_base_ms = max_timestamp
+            self.fast_appends_left = 0  # roll_at_ms depends on the first batch's timestamp
         self.size = self.file.append_batch(head, body, size)
         self.next_offset = last_offset + 1
+        self.fast_appends_left -= 1
 
     def should_roll(self, nbytes: int, last_offset: int, now_ms: int | None) -> bool:
+        """Whether appending `nbytes` ending at `last_offset` needs a new segment first.
+
+        Also refreshes what lets the leader's hot path (`Log`) skip this call: it may append
+        without asking while `fast_appends_left` > 0 (each single-batch append adds at most one
+        entry to each index, so none can fill), the bytes fit in `segment_bytes`, the offsets
+        fit in the index's 32 bits and `now_ms` is not past `roll_at_ms`."""
+        self.fast_appends_left = min(
+            self._index_max - len(self.index.keys), self._time_max - len(self.time_index.keys)
+        )
+        self.roll_at_ms = self.roll_base_ms() + self._config.segment_ms
         size = self.size
         if size == 0:
             return False
-        if size + nbytes > self._segment_bytes:
+        if size + nbytes > self.segment_bytes:
             return True
-        if len(self.index.keys) >= self._index_max or len(self.time_index.keys) >= self._time_max:
+        if self.fast_appends_left <= 0:
             return True
         if last_offset - self.base_offset > 2**31 - 1:
             return True
-        return now_ms is not None and now_ms - self.roll_base_ms() > self._config.segment_ms
+        return now_ms is not None and now_ms > self.roll_at_ms
 
     def roll_base_ms(self) -> int:
         base = self.rolling_base_ms
@@ -334,6 +357,7 @@ class LogSegment:
             self.next_offset = h.next_offset
         last_indexed = self.index.values[-1] if len(self.index) else 0
         self.bytes_since_last_index_entry = self.size - last_indexed
+        self.fast_appends_left = 0
 
     def recover(self, next_expected: int) -> int:
         """Validate every batch (header, CRC, offsets ascending from `next_expected`), rebuild
@@ -376,6 +400,7 @@ class LogSegment:
         self.durable_size = min(self.durable_size, self.size)
         self.index.write_pending()
         self.time_index.write_pending()
+        self.fast_appends_left = 0
         return truncated
 
     # ------------------------------------------------------------------ truncate / flush / close
