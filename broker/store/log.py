@@ -549,21 +549,20 @@ class Log:
         """Whole batches from the batch holding `start_offset`, from one segment: at most
         `max_bytes` (at least one batch if `min_one_message`), only batches entirely below
         `max_offset` (the high watermark for consumers, None for followers)."""
-        self._check_open()
-        leo = self.log_end_offset
+        if self.closed:
+            self._check_open()
+        segments = self.segments
+        leo = segments[-1].next_offset
         if start_offset < self.log_start_offset or start_offset > leo:
             raise self._out_of_range("read", start_offset)
-        i = max(0, bisect_right(self._bases, start_offset) - 1)
         if start_offset < leo and (max_offset is None or start_offset < max_offset):
-            for seg in self.segments[i:]:
-                found = seg.translate_offset(start_offset)
+            for i in range(max(0, bisect_right(self._bases, start_offset) - 1), len(segments)):
+                seg = segments[i]
+                found = seg.read_region(start_offset, max_bytes, max_offset, min_one_message)
                 if found is None:
                     continue
-                position, first = found
-                end, next_offset = seg.region_end(
-                    position, max_bytes, max_offset, min_one_message, first
-                )
-                if next_offset is None:
+                position, end, next_offset = found
+                if end == position:
                     break
                 return FileRegion(seg.log_path, seg.file, position, end - position, next_offset)
         active = self.active_segment

@@ -74,6 +74,8 @@ class LogSegment:
         self._time_max = self.time_index.max_entries
         self.fast_appends_left = 0  # refreshed by should_roll; zeroed by any other index change
         self.roll_at_ms = 0
+        # where the read after the last one starts: (offset, position, its header if known)
+        self._next_read: tuple[int, int, BatchHeader | None] | None = None
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = base_offset
@@ -199,7 +201,8 @@ class LogSegment:
             rel = position - window_start
             if rel < 0 or rel + HEADER_SIZE > len(window):
                 window_start = position
-                window = read_exact(self.file, position, min(HEADER_WINDOW, self.size - position))
+                want = min(HEADER_WINDOW, min(end + HEADER_SIZE, self.size) - position)
+                window = read_exact(self.file, position, want)
                 rel = 0
                 if len(window) < HEADER_SIZE:
                     raise CorruptRecordError(
@@ -281,31 +284,78 @@ class LogSegment:
         batch boundaries: at most `max_bytes` (but one whole batch if `min_one`), only batches
         entirely below `max_offset`. The next offset is where the following read starts (None
         when the region is empty)."""
+        end, next_offset, _ = self._region_end(start, max_bytes, max_offset, min_one, first)
+        return end, next_offset
+
+    def _region_end(
+        self,
+        start: int,
+        max_bytes: int,
+        max_offset: int | None,
+        min_one: bool,
+        first: BatchHeader | None,
+    ) -> tuple[int, int | None, BatchHeader | None]:
+        """`region_end`, plus the header of the batch at the end position when it was read on
+        the way (the start of the following read)."""
         limit = self.size
         if max_offset is not None and max_offset < self.next_offset:
             found = self.translate_offset(max_offset)
             if found is not None:
                 limit = found[0]
         if limit <= start:
-            return start, None
+            return start, None, None
         if first is None:
             first = self.header_at(start)
         if first.size > max_bytes:
             if min_one and start + first.size <= limit:
-                return start + first.size, first.next_offset
-            return start, None
+                return start + first.size, first.next_offset, None
+            return start, None, None
         byte_limit = min(limit, start + max_bytes)
         scan_from = max(start, self.index.lookup_position(byte_limit))
         end = scan_from
         next_offset = None
+        following = None
         for position, header in self.headers_from(scan_from, byte_limit):
             if position + header.size > byte_limit:
+                following = header
                 break
             end = position + header.size
             next_offset = header.next_offset
+        if next_offset is None:  # the batch at scan_from does not fit: the region ends there
+            if following is None and end < self.size:
+                following = self.header_at(end)
+            next_offset = following.base_offset if following is not None else self.next_offset
+        return end, next_offset, following
+
+    def read_region(
+        self, offset: int, max_bytes: int, max_offset: int | None, min_one: bool
+    ) -> tuple[int, int, int] | None:
+        """(position, end, next offset) of the whole batches to return for a read from `offset`
+        (see `region_end`), or None if no batch here holds an offset >= `offset`.
+
+        One index lookup and one bounded scan at most. A sequential reader asks next for the
+        offset this read returned as next: that read's (offset, position, header) is kept, so
+        it needs neither the lookup nor the scan to find where it starts. Truncation and
+        recovery forget it; appends cannot invalidate it (they only add bytes after it)."""
+        cached = self._next_read
+        found: tuple[int, BatchHeader] | None = None
+        if cached is not None and cached[0] == offset and cached[1] < self.size:
+            header = cached[2] if cached[2] is not None else self.header_at(cached[1])
+            if header.last_offset >= offset:
+                found = cached[1], header
+        if found is None:
+            found = self.translate_offset(offset)
+            if found is None:
+                return None
+        position, first = found
+        end, next_offset, following = self._region_end(
+            position, max_bytes, max_offset, min_one, first
+        )
         if next_offset is None:
-            next_offset = self.header_at(end).base_offset if end < self.size else self.next_offset
-        return end, next_offset
+            self._next_read = (offset, position, first)
+            return position, position, offset
+        self._next_read = (next_offset, end, following)
+        return position, end, next_offset
 
     # ------------------------------------------------------------------ open / recover
 
@@ -358,6 +408,7 @@ class LogSegment:
         last_indexed = self.index.values[-1] if len(self.index) else 0
         self.bytes_since_last_index_entry = self.size - last_indexed
         self.fast_appends_left = 0
+        self._next_read = None
 
     def recover(self, next_expected: int) -> int:
         """Validate every batch (header, CRC, offsets ascending from `next_expected`), rebuild
@@ -401,6 +452,7 @@ class LogSegment:
         self.index.write_pending()
         self.time_index.write_pending()
         self.fast_appends_left = 0
+        self._next_read = None
         return truncated
 
     # ------------------------------------------------------------------ truncate / flush / close
@@ -412,6 +464,7 @@ class LogSegment:
             return 0
         position = found[0]
         removed = self.size - position
+        self._next_read = None
         self.index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         self.file.truncate(position)
