@@ -19,6 +19,7 @@ from broker.store.errors import (
     InvalidConfigError,
     NonContiguousOffsetError,
     OffsetOutOfRangeError,
+    StoreError,
 )
 from broker.store.fs import RealFS, SimFS, read_exact, write_atomic
 from broker.store.log import Log
@@ -289,3 +290,62 @@ def test_log_dirs_placement_checkpoints_and_restart() -> None:
     reopened.update_high_watermark(20)
     assert again.cleanup_logs(now_ms=10**13) > 0  # retention.ms exceeded
     assert read_offsets(fs, Path("/disk1/log-start-offset-checkpoint"))[("t", 0)] > 0
+
+
+def test_sequential_reads_match_fresh_reads_and_survive_truncation(tmp_path: Path) -> None:
+    """read() remembers where the next sequential read starts; the regions must be exactly
+    those a log without that memory returns, across max_offset cuts, appends and truncation."""
+
+    fs = SimFS(seed=7)
+    d = Path("/data/t-0")
+    cfg = LogConfig(segment_bytes=64 * 1024, index_interval_bytes=700)
+    log = Log.open(d, cfg, fs)
+    for i in range(60):
+        log.append_as_leader(make_batch([b"v" * (50 + 37 * (i % 9))] * (1 + i % 4)), 1)
+
+    def fresh() -> Log:
+        return Log.open(d, cfg, fs, recovery_point=log.log_end_offset)
+
+    def walk(reader: Log, max_bytes: int, max_offset: int | None) -> list[tuple[int, int, int]]:
+        out = []
+        offset = reader.log_start_offset
+        for _ in range(1000):
+            region = reader.read(offset, max_bytes, max_offset)
+            out.append((region.position, region.length, region.next_offset))
+            if region.length == 0:
+                break
+            offset = region.next_offset
+        return out
+
+    for max_bytes in (100, 900, 5000):
+        for max_offset in (None, 77):
+            log.flush()
+            expected = walk(fresh(), max_bytes, max_offset)
+            assert walk(log, max_bytes, max_offset) == expected
+            assert walk(log, max_bytes, max_offset) == expected  # now every start is remembered
+    region = log.read(40, 900)
+    log.truncate_to(region.next_offset - 1)  # removes the batch the remembered start points at
+    log.append_as_leader(make_batch([b"after truncation"] * 3), 2)
+    log.flush()
+    assert walk(log, 900, None) == walk(fresh(), 900, None)
+
+
+def test_fast_and_general_append_paths_reject_the_same_batches(tmp_path: Path) -> None:
+    """One produced batch takes the fast path, two take the general one: same validation."""
+    from broker.store.batch import MAGIC_OFFSET
+
+    good = make_batch([b"ok"])
+    log = Log.open(tmp_path / "t-0", LogConfig())
+    bad_offset = bytearray(make_batch([b"x"]))
+    bad_offset[0:8] = (-5).to_bytes(8, "big", signed=True)  # outside the CRC: only checks see it
+    bad_magic = bytearray(make_batch([b"x"]))
+    bad_magic[MAGIC_OFFSET] = 1
+    bad_crc = bytearray(make_batch([b"x"]))
+    bad_crc[-1] ^= 1
+    for bad in (bytes(bad_offset), bytes(bad_magic), bytes(bad_crc)):
+        for records in (bad, bad + good):
+            with pytest.raises(StoreError):
+                log.append_as_leader(records, 1)
+    assert log.log_end_offset == 0
+    assert log.append_as_leader(good, 1) == (0, 0)
+    log.close()
