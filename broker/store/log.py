@@ -387,7 +387,8 @@ class Log:
             validate_produced(records, self._max_message_bytes)  # raises the precise error
             raise InvalidRecordError("batch rejected")  # unreachable: validate_produced raised
         cache = self.leader_epoch_cache
-        latest = cache.latest_epoch
+        epochs = cache.entries
+        latest = epochs[-1][0] if epochs else None  # cache.latest_epoch, without the call
         if latest is not None and leader_epoch < latest:
             raise StoreError(
                 f"append with leader epoch {leader_epoch} below the log's latest epoch {latest}"
