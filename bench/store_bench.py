@@ -6,6 +6,7 @@ Everything is measured in the same run on the same file system against a raw bas
 - read throughput (Log.read regions sent with os.sendfile into a socket) vs raw os.sendfile of
   the same segment file in 1 MiB chunks (the store's max_bytes) into the same kind of socket;
   the receiving end is a separate process (as a consumer is), draining into a page-aligned buffer;
+  each measurement sends the segment READ_PASSES times (reads are short: this evens out noise);
 - recovery time per GiB (full rescan: CRC32C of every batch, index rebuild);
 - compaction MB/s (keyed records, 10 % live keys).
 
@@ -35,6 +36,7 @@ from broker.store.log import Log
 
 MiB = 1024 * 1024
 READ_CHUNK = 1 * MiB
+READ_PASSES = 4  # each read measurement sends the page-cached segment this many times
 RECORD_BYTES = 1024
 
 
@@ -176,23 +178,26 @@ def bench_read(
     def raw_send(out_fd: int) -> None:
         fd = os.open(seg_path, os.O_RDONLY)
         sendfile = os.sendfile
-        pos = 0
-        while pos < size:
-            pos += sendfile(out_fd, fd, pos, min(READ_CHUNK, size - pos))
+        for _ in range(READ_PASSES):
+            pos = 0
+            while pos < size:
+                pos += sendfile(out_fd, fd, pos, min(READ_CHUNK, size - pos))
         os.close(fd)
 
     def store_send(out_fd: int) -> None:
-        offset = 0
         read = log.read
-        while offset < end:
-            region = read(offset, READ_CHUNK)
-            region.sendfile(out_fd)
-            offset = region.next_offset
+        for _ in range(READ_PASSES):
+            offset = 0
+            while offset < end:
+                region = read(offset, READ_CHUNK)
+                region.sendfile(out_fd)
+                offset = region.next_offset
 
-    runs = pairs(rounds, lambda: timed_send(size, raw_send), lambda: timed_send(size, store_send))
+    total = size * READ_PASSES
+    runs = pairs(rounds, lambda: timed_send(total, raw_send), lambda: timed_send(total, store_send))
     log.close()
     shutil.rmtree(d)
-    return size, runs
+    return total, runs
 
 
 def bench_recovery(root: Path, batch: bytes, total_bytes: int, rounds: int) -> float:
@@ -242,7 +247,7 @@ def bench_compaction(root: Path) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=7, help="interleaved raw/store pairs")
+    parser.add_argument("--rounds", type=int, default=9, help="interleaved raw/store pairs")
     parser.add_argument("--mib", type=int, default=256, help="MiB per measurement")
     args = parser.parse_args()
     rounds, total = args.rounds, args.mib * MiB
