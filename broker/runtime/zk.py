@@ -318,6 +318,53 @@ def partition_state_path(tp: TopicPartition) -> str:
 
 
 # ----------------------------------------------------------------------------------------
+# bounded calls
+
+
+class _BoundedClient:
+    """kazoo's blocking calls wait forever while disconnected (requests queue until the
+    connection is back); this proxy issues the `*_async` form and waits at most until the
+    current operation's deadline, then raises `OperationTimeoutError` (retryable, so the
+    operation ends in `ZkUnavailable`). A request that timed out may still be applied later,
+    when the connection is back: its outcome is unknown, as with any timed-out request."""
+
+    def __init__(self, zk: Any, deadline: Callable[[], float]) -> None:
+        self._zk = zk
+        self._deadline = deadline
+
+    def _wait(self, res: Any) -> Any:
+        left = self._deadline() - time.monotonic()
+        try:
+            return res.get(timeout=max(left, 0.001))
+        except KazooTimeoutError:
+            raise OperationTimeoutError("no answer from ZooKeeper before the deadline") from None
+
+    def create(self, *args: Any, **kw: Any) -> Any:
+        return self._wait(self._zk.create_async(*args, **kw))
+
+    def ensure_path(self, path: str) -> Any:
+        return self._wait(self._zk.ensure_path_async(path))
+
+    def get(self, path: str, watch: Any = None) -> Any:
+        return self._wait(self._zk.get_async(path, watch=watch))
+
+    def exists(self, path: str, watch: Any = None) -> Any:
+        return self._wait(self._zk.exists_async(path, watch=watch))
+
+    def get_children(self, path: str, watch: Any = None) -> Any:
+        return self._wait(self._zk.get_children_async(path, watch=watch))
+
+    def delete(self, path: str, version: int = -1) -> Any:
+        return self._wait(self._zk.delete_async(path, version=version))
+
+    def transaction(self) -> Any:
+        return self._zk.transaction()
+
+    def commit(self, tx: Any) -> Any:
+        return self._wait(tx.commit_async())
+
+
+# ----------------------------------------------------------------------------------------
 # the adapter
 
 
@@ -356,26 +403,28 @@ class ZkAdapter:
         self._last_live: tuple[LiveBroker, ...] | None = None
         self._last_controller: int | None = None
         self._watches_dropped = False
+        self._tls = threading.local()
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def start(self) -> ZkAdapter:
         """Connect (bounded), create Kafka's persistent paths, watch `/controller` (the
         current value is emitted at once as a `ControllerChanged`)."""
-        zk = KazooClient(
+        kz = KazooClient(
             hosts=self.hosts,
             timeout=self.session_timeout_s,
             connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0},
         )
-        zk.add_listener(self._on_state)
+        kz.add_listener(self._on_state)
         self._closing = False
         try:
-            zk.start(timeout=self.connect_timeout_s)
+            kz.start(timeout=self.connect_timeout_s)
         except KazooTimeoutError:
             raise ZkUnavailable(
                 f"ZooKeeper at {self.hosts} not reachable within {self.connect_timeout_s}s"
             ) from None
-        self._zk = zk
+        self._zk = kz
+        zk = self._client()
         try:
             self._retry(lambda _r: [zk.ensure_path(p) for p in PERSISTENT_PATHS])
             self._retry(lambda _r: self._controller_changed(emit_if_same=True))
@@ -409,21 +458,30 @@ class ZkAdapter:
     @property
     def client(self) -> Any:
         """The underlying `KazooClient` (tests, diagnostics)."""
-        return self._client()
+        return self._raw()
 
     @property
     def session_id(self) -> int | None:
-        cid = self._client().client_id
+        cid = self._raw().client_id
         return None if cid is None else int(cid[0])
 
     @property
     def is_controller(self) -> bool:
         return self._is_controller
 
-    def _client(self) -> Any:
+    def _raw(self) -> Any:
         if self._zk is None:
             raise ZkError("adapter not started (or closed)")
         return self._zk
+
+    def _client(self) -> _BoundedClient:
+        return _BoundedClient(self._raw(), self._deadline)
+
+    def _deadline(self) -> float:
+        """The current operation's deadline (set by `_retry`; watch work on the callback
+        thread gets `op_timeout_s` per call)."""
+        d: float | None = getattr(self._tls, "deadline", None)
+        return d if d is not None else time.monotonic() + self.op_timeout_s
 
     # -- effect interpreter entry points ------------------------------------------------
 
@@ -552,7 +610,7 @@ class ZkAdapter:
         tx = zk.transaction()
         tx.create(CONTROLLER, controller_json(me), ephemeral=True)
         tx.set_data(CONTROLLER_EPOCH, str(epoch + 1).encode(), version=version)
-        results = tx.commit()
+        results = zk.commit(tx)
         if any(isinstance(r, Exception) for r in results):
             return self._lost()
         return self._become_controller(epoch + 1, int(results[1].version))
@@ -622,7 +680,7 @@ class ZkAdapter:
                 tx.create(path, data)
             else:
                 tx.set_data(path, data, version=expected_zk_version)
-            results = tx.commit()
+            results = zk.commit(tx)
             if not any(isinstance(r, Exception) for r in results):
                 return result(True, False, None)
             fenced = controller_epoch_zk_version is not None and _failed(results[0])
@@ -880,6 +938,16 @@ class ZkAdapter:
         """Run `fn(retried)`, retrying on connection loss (and on an expired session, which
         kazoo replaces with a new one) until `op_timeout_s`."""
         deadline = time.monotonic() + self.op_timeout_s
+        outer: float | None = getattr(self._tls, "deadline", None)
+        if outer is not None:  # nested: the outer operation's bound holds
+            deadline = min(deadline, outer)
+        self._tls.deadline = deadline
+        try:
+            return self._retry_until(fn, deadline)
+        finally:
+            self._tls.deadline = outer
+
+    def _retry_until(self, fn: Callable[[bool], T], deadline: float) -> T:
         delay = 0.05
         retried = False
         while True:
