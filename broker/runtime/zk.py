@@ -408,8 +408,7 @@ class ZkAdapter:
     # -- lifecycle -----------------------------------------------------------------------
 
     def start(self) -> ZkAdapter:
-        """Connect (bounded), create Kafka's persistent paths, watch `/controller` (the
-        current value is emitted at once as a `ControllerChanged`)."""
+        """Connect (bounded), create Kafka's persistent paths, watch `/controller`."""
         kz = KazooClient(
             hosts=self.hosts,
             timeout=self.session_timeout_s,
@@ -427,7 +426,10 @@ class ZkAdapter:
         zk = self._client()
         try:
             self._retry(lambda _r: [zk.ensure_path(p) for p in PERSISTENT_PATHS])
-            self._retry(lambda _r: self._controller_changed(emit_if_same=True))
+            # Arm the /controller watch without reporting: registering reports the current
+            # controller (ControllerChanged after BrokerRegistered, as spec.model does); a
+            # value reported now would reach the core late and stale.
+            self._retry(lambda _r: self._controller_changed(emit_if_same=False, emit=False))
         except BaseException:
             self.close()
             raise
@@ -596,6 +598,16 @@ class ZkAdapter:
             current = parse_controller(data)
         except NoNodeError:
             current = NO_LEADER
+        if current == me and not retried:
+            # We hold /controller but the core asks to run again: it dropped its controller
+            # role (e.g. on a stale ControllerChanged). Release it and hold a new election,
+            # which bumps the epoch and so fences anything the dropped role still has in
+            # flight; never leave a /controller whose broker is not acting as controller.
+            cstat = zk.exists(CONTROLLER)
+            if cstat is not None and int(cstat.ephemeralOwner) == self.session_id:
+                with contextlib.suppress(NoNodeError, BadVersionError):
+                    zk.delete(CONTROLLER, version=cstat.version)
+                current = NO_LEADER
         if current != NO_LEADER and not (retried and current == me):
             return self._lost()
         epoch, version = self.read_controller_epoch()
@@ -779,7 +791,7 @@ class ZkAdapter:
             return  # the connection dropped; re-armed on reconnection
         self._guard(lambda: self._controller_changed(emit_if_same=True))
 
-    def _controller_changed(self, emit_if_same: bool) -> None:
+    def _controller_changed(self, emit_if_same: bool, emit: bool = True) -> None:
         zk = self._client()
         stat = zk.exists(CONTROLLER, watch=self._controller_watcher)
         cid = NO_LEADER
@@ -791,9 +803,9 @@ class ZkAdapter:
                 cid = NO_LEADER  # the exists watch fires on the deletion too
         if cid != self.broker_id and self._is_controller:
             self._drop_controller_role()
-        if emit_if_same or cid != self._last_controller:
-            self._last_controller = cid
+        if emit and (emit_if_same or cid != self._last_controller):
             self._emit(ControllerChanged(cid))
+        self._last_controller = cid
 
     def _drop_controller_role(self) -> None:
         with self._lock:

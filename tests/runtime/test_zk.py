@@ -283,7 +283,6 @@ def test_controller_watch_fires_on_resign_and_on_session_close(cluster: Cluster)
     a, b = cluster.adapter(1), cluster.adapter(2)
     a.register_broker()
     b.register_broker()
-    wait_event(b, ControllerChanged, lambda e: e.controller_id == NO_LEADER)  # initial
     elected(a)
     wait_event(b, ControllerChanged, lambda e: e.controller_id == 1)
     t0 = time.monotonic()
@@ -416,8 +415,7 @@ def test_asyncio_sink_and_aexecute(cluster: Cluster) -> None:
         b = cluster.adapter(2)
         await asyncio.to_thread(a.start)
         try:
-            got: list[Event] = [await asyncio.wait_for(sink.get(), WAIT_S)]  # initial
-            got += await a.aexecute(fx.ZkRegisterBroker(1))
+            got: list[Event] = list(await a.aexecute(fx.ZkRegisterBroker(1)))
             await asyncio.to_thread(b.register_broker)
             got += await a.aexecute(fx.ZkElectController(1))
             await asyncio.to_thread(b.close)
@@ -428,9 +426,100 @@ def test_asyncio_sink_and_aexecute(cluster: Cluster) -> None:
             await asyncio.to_thread(a.close)
 
     got = asyncio.run(main())
-    assert got[0] == ControllerChanged(NO_LEADER)
-    assert isinstance(got[1], BrokerRegistered)
-    assert got[2] == ControllerChanged(NO_LEADER)
-    assert isinstance(got[3], ControllerElection) and got[3].won
-    assert [lb.broker_id for lb in got[3].live_brokers] == [1, 2]
-    assert got[-1] == BrokersChanged((LiveBroker(1, got[1].broker_epoch),))
+    assert isinstance(got[0], BrokerRegistered)
+    assert got[1] == ControllerChanged(NO_LEADER)
+    assert isinstance(got[2], ControllerElection) and got[2].won
+    assert [lb.broker_id for lb in got[2].live_brokers] == [1, 2]
+    assert got[-1] == BrokersChanged((LiveBroker(1, got[0].broker_epoch),))
+
+
+# ----------------------------------------------------------------------------------------
+# the real core over the adapter
+
+
+def test_core_brokers_elect_a_controller_and_write_partition_states(cluster: Cluster) -> None:
+    """Three `core.node` brokers whose ZooKeeper effects go through their adapters (other
+    effects are dropped: no replication here). One becomes controller and writes every
+    partition's state; when its session ends, another takes over with the next epoch."""
+    from core.config import ProtocolConfig
+    from core.events import Started
+    from core.node import BrokerState, init, step
+
+    cfg = ProtocolConfig()
+    ids = (1, 2, 3)
+    adapters = {b: cluster.adapter(b) for b in ids}
+    adapters[1].create_topic("t", {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]})
+    states: dict[int, BrokerState] = {b: init(b, cfg) for b in ids}
+    alive = set(ids)
+
+    trace: list[tuple[int, str, str]] = []
+
+    def run(b: int, event: Event) -> None:
+        states[b], effects = step(states[b], event)
+        trace.append((b, repr(event)[:150], repr(effects)[:300]))
+        for e in effects:
+            if isinstance(e, (fx.ZkRegisterBroker, fx.ZkElectController, fx.ZkResignController,
+                              fx.ZkWritePartitionState, fx.ZkNotifyIsrChange)):
+                for completion in adapters[b].execute(e):  # in order, before the sink
+                    run(b, completion)
+            elif isinstance(e, fx.Choose):
+                from core.events import Chosen
+
+                run(b, Chosen(e.key, 0))  # an index: the first option
+
+    def pump_until(cond: Callable[[], bool], timeout: float = WAIT_S) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for b in sorted(alive):
+                for ev in drain(adapters[b]):
+                    run(b, ev)
+            if cond():
+                return
+            time.sleep(0.02)
+        raise AssertionError("condition not reached; states: "
+                             f"{[(b, states[b].controller_id) for b in ids]}")
+
+    tps = [TopicPartition("t", p) for p in range(3)]
+    probe = adapters[1]
+
+    def all_written(epoch: int) -> bool:
+        got = [probe.read_partition_state(tp) for tp in tps]
+        return all(s is not None and s.controller_epoch == epoch for s in got)
+
+    # 2 and 3 are registered when 1 runs for controller (else 1 would start alone, with
+    # ISRs of one); their own Started re-registers idempotently in the same session.
+    adapters[2].register_broker()
+    adapters[3].register_broker()
+    for b in ids:
+        run(b, Started())
+    pump_until(lambda: all_written(1))
+    controllers = [b for b in ids if states[b].controller is not None]
+    assert len(controllers) == 1, "\n".join(map(str, trace))
+    del trace[:]
+    first = controllers[0]
+    assert all(states[b].controller_id == first for b in ids)
+    for tp, replicas in zip(tps, ([1, 2, 3], [2, 3, 1], [3, 1, 2]), strict=True):
+        s = probe.read_partition_state(tp)
+        assert s is not None
+        assert s.leader == replicas[0] and s.isr == tuple(replicas) and s.leader_epoch == 0
+
+    # the controller's session ends: its ephemerals go, another broker is elected (epoch 2)
+    adapters[first].close()
+    alive.discard(first)
+    probe = adapters[min(alive)]
+    before = {tp: probe.read_partition_state(tp) for tp in tps}
+
+    def failed_over() -> bool:
+        ctl = [b for b in alive if states[b].controller is not None]
+        if len(ctl) != 1 or probe.read_controller() != ctl[0]:
+            return False
+        led = [tp for tp in tps if (s := before[tp]) is not None and s.leader == first]
+        return all((s := probe.read_partition_state(tp)) is not None and s.leader != first
+                   and s.controller_epoch == 2 for tp in led)
+
+    pump_until(failed_over)
+    e, v = probe.read_controller_epoch()
+    assert (e, v) == (2, 2)
+    for tp in tps:
+        s = probe.read_partition_state(tp)
+        assert s is not None and first not in s.isr and s.leader != first
