@@ -29,6 +29,7 @@ from typing import Any
 
 import z3
 
+from core.config import Bugs
 from spec.z3.rules import (
     FollowerSlot,
     ZBool,
@@ -43,6 +44,7 @@ from spec.z3.rules import (
 NONE = -1
 NIL = -1
 TIMEOUT_MS = 20_000
+ENABLED_TIMEOUT_MS = 2_000
 
 
 class State:
@@ -196,6 +198,60 @@ def followers_are_prefixes(s: State) -> ZBool:
     ])
 
 
+def leader_in_isr(s: State) -> ZBool:
+    """HK LeaderInIsr, guarded: the quorum leader (if any) is in the quorum ISR."""
+    return z3.And([z3.Implies(s["q_ldr"] == r, s[f"q_isr.{r}"]) for r in range(s.n)])
+
+
+def record_epochs_were_led(s: State) -> ZBool:
+    """A record of epoch x exists only once the leader named for x has reached epoch x."""
+    parts = []
+    for r in range(s.n):
+        rep = s.rec(r, _I)[1]
+        led = z3.Or([z3.And(z3.Select(s["rldr"], rep) == ld, s[f"ep.{ld}"] >= rep)
+                     for ld in range(s.n)])
+        parts.append(_forall_offsets(z3.Implies(
+            z3.And(_I >= 0, s[f"leo.{r}"] > _I), z3.And(rep < s["next_ep"], led))))
+    return z3.And(parts)
+
+
+def hw_guard(s: State) -> ZBool:
+    """A presumed leader can only advance its HW over quorum-ISR members: either its local
+    ISR contains the quorum ISR, or some member of its local ISR has moved to a later epoch
+    (and so blocks every further advance: it will never fetch in this epoch again)."""
+    parts = []
+    for ld in range(s.n):
+        covers = z3.And([z3.Implies(s[f"q_isr.{m}"], s[f"isr.{ld}.{m}"]) for m in range(s.n)])
+        blocked = z3.Or([z3.And(s[f"isr.{ld}.{f}"], s[f"ep.{f}"] > s[f"ep.{ld}"])
+                         for f in range(s.n) if f != ld])
+        parts.append(z3.Implies(s.presumes(ld), z3.Or(covers, blocked)))
+    return z3.And(parts)
+
+
+def followers_behind_leader(s: State) -> ZBool:
+    """A replica following L is at an epoch L has already reached (it truncated against L in
+    that epoch, and epochs only grow)."""
+    return z3.And([z3.Implies(s[f"ldr.{f}"] == ld, s[f"ep.{ld}"] >= s[f"ep.{f}"])
+                   for f in range(s.n) for ld in range(s.n) if ld != f])
+
+
+_E = z3.Int("e")
+
+
+def isr_history(s: State) -> ZBool:
+    """For every minted epoch e: the quorum ISR is still within the ISR of e's request, or a
+    member of that ISR has moved past e, or e's leader has already taken epoch e. (After e was
+    minted only leaders of epochs >= e expand the ISR, and each of them was in e's ISR.)"""
+    within = z3.And([z3.Implies(s[f"q_isr.{m}"], z3.Select(s[f"risr.{m}"], _E))
+                     for m in range(s.n)])
+    moved = z3.Or([z3.And(z3.Select(s[f"risr.{f}"], _E), s[f"ep.{f}"] > _E)
+                   for f in range(s.n)])
+    taken = z3.Or([z3.And(z3.Select(s["rldr"], _E) == ld, s[f"ep.{ld}"] >= _E)
+                   for ld in range(s.n)])
+    return z3.ForAll([_E], z3.Implies(z3.And(_E >= 0, s["q_ep"] >= _E),
+                                      z3.Or(within, moved, taken)))
+
+
 CONJUNCTS: dict[str, Callable[[State], ZBool]] = {
     "strong_isr": strong_isr,
     "committed_everywhere": committed_everywhere,
@@ -205,6 +261,11 @@ CONJUNCTS: dict[str, Callable[[State], ZBool]] = {
     "log_matching": log_matching,
     "epoch_owned_by_leader": epoch_owned_by_leader,
     "followers_are_prefixes": followers_are_prefixes,
+    "leader_in_isr": leader_in_isr,
+    "record_epochs_were_led": record_epochs_were_led,
+    "hw_guard": hw_guard,
+    "followers_behind_leader": followers_behind_leader,
+    "isr_history": isr_history,
 }
 
 
@@ -243,9 +304,23 @@ def _controller_update(s: State, leader: ZInt, isr: Sequence[ZBool]) -> dict[str
     return upd
 
 
-def actions(s: State, lag_expired: ZBool, epoch: ZInt, trunc: ZInt) -> list[Action]:
+def actions(s: State, lag_expired: ZBool, epoch: ZInt, trunc: ZInt,
+            bugs: Bugs | None = None) -> list[Action]:
     """Action instances; `epoch` is the (symbolic) request epoch a replica processes and `trunc`
-    the (symbolic) truncation offset constrained by the first-divergence condition."""
+    the (symbolic) truncation offset constrained by the first-divergence condition. `bugs` may
+    switch on `no_fetch_epoch_fencing` or `isr_expand_before_epoch_start` (to show that the
+    invariant then stops being inductive)."""
+    bugs = bugs if bugs is not None else Bugs()
+    unsupported = [b for b in bugs.enabled()
+                   if b not in ("no_fetch_epoch_fencing", "isr_expand_before_epoch_start")]
+    if unsupported:
+        raise ValueError(f"bug switches not modelled here: {unsupported}")
+
+    def fetches(ld: int, f: int) -> ZBool:
+        if bugs.no_fetch_epoch_fencing:
+            return z3.And(s.presumes(ld), s[f"ldr.{f}"] == ld)
+        return s.follows_in_epoch(ld, f)
+
     n = s.n
     out: list[Action] = []
     quorum_isr = [s[f"q_isr.{j}"] for j in range(n)]
@@ -302,14 +377,14 @@ def actions(s: State, lag_expired: ZBool, epoch: ZInt, trunc: ZInt) -> list[Acti
             leo_f = s[f"leo.{f}"]
             rid, rep = s.rec(ld, leo_f)
             out.append(Action("FollowerFetch", f"FollowerFetch({f} <- {ld})",
-                              z3.And(s.follows_in_epoch(ld, f), leo_f < s[f"leo.{ld}"]), {
+                              z3.And(fetches(ld, f), leo_f < s[f"leo.{ld}"]), {
                                   f"leo.{f}": leo_f + 1,
                                   f"hw.{f}": z_min(s[f"hw.{ld}"], leo_f + 1),
                                   f"id.{f}": z3.Store(s[f"id.{f}"], leo_f, rid),
                                   f"lep.{f}": z3.Store(s[f"lep.{f}"], leo_f, rep)}))
     for r in range(n):
         slots = [FollowerSlot(s[f"isr.{r}.{f}"],
-                              ZOptInt(s.follows_in_epoch(r, f), s[f"leo.{f}"]))
+                              ZOptInt(fetches(r, f), s[f"leo.{f}"]))
                  for f in range(n) if f != r]
         new_hw = z_high_watermark(s[f"hw.{r}"], s[f"leo.{r}"], slots)
         out.append(Action("LeaderIncHighWatermark", f"LeaderIncHighWatermark({r})",
@@ -318,11 +393,12 @@ def actions(s: State, lag_expired: ZBool, epoch: ZInt, trunc: ZInt) -> list[Acti
         for f in range(n):
             if f == r:
                 continue
-            known = ZOptInt(s.follows_in_epoch(r, f), s[f"leo.{f}"])
+            known = ZOptInt(fetches(r, f), s[f"leo.{f}"])
             shrink = z3.And(s.true_leader(r), s[f"isr.{r}.{f}"],
                             z_is_out_of_sync(known, s[f"leo.{r}"], lag_expired))
             expand = z3.And(s.true_leader(r), z3.Not(s[f"isr.{r}.{f}"]),
-                            z_can_expand_isr(known, s[f"hw.{r}"], s[f"leso.{r}"], True))
+                            z_can_expand_isr(known, s[f"hw.{r}"], s[f"leso.{r}"],
+                                             not bugs.isr_expand_before_epoch_start))
             for kind, guard, member in (("LeaderShrinkIsr", shrink, False),
                                         ("LeaderExpandIsr", expand, True)):
                 upd = {}
@@ -346,9 +422,13 @@ def step(s: State, t: State, action: Action) -> ZBool:
 class ActionResult:
     kind: str
     label: str
-    status: str  # "proved" | "cti" | "unknown"
+    status: str  # "proved" | "cti" | "unknown" | "vacuous"
     seconds: float
-    broken: tuple[str, ...] = ()  # conjuncts false in the CTI's post-state
+    broken: tuple[str, ...] = ()  # conjuncts not preserved (a CTI for each)
+    undecided: tuple[str, ...] = ()  # conjuncts the solver could not decide in time
+    # Is the action enabled in some invariant state? "no" makes a proof vacuous; "unknown"
+    # when the solver cannot build a model of the quantified invariant in time.
+    enabled: str = "unknown"
 
 
 @dataclass(frozen=True)
@@ -366,6 +446,8 @@ class InductiveReport:
             prev = out.get(r.kind, "proved")
             if "cti" in (prev, r.status):
                 out[r.kind] = "cti"
+            elif "vacuous" in (prev, r.status):
+                out[r.kind] = "vacuous"
             elif "unknown" in (prev, r.status):
                 out[r.kind] = "unknown"
             else:
@@ -378,14 +460,37 @@ class InductiveReport:
                  f"  initiation: {self.initiation}"]
         for r in self.results:
             extra = f"  breaks: {', '.join(r.broken)}" if r.broken else ""
+            if r.undecided:
+                extra += f"  undecided: {', '.join(r.undecided)}"
+            if r.status == "proved":
+                extra += f"  (enabled in an invariant state: {r.enabled})"
             lines.append(f"  {r.status:<8} {r.label:<44} {r.seconds:6.2f}s{extra}")
         lines.append("  by action: " + ", ".join(f"{k}={v}" for k, v in self.by_kind().items()))
         return "\n".join(lines)
 
 
+def _per_conjunct(s: State, t: State, action: Action,
+                  timeout_ms: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    broken, undecided = [], []
+    for name, conjunct in CONJUNCTS.items():
+        solver = z3.Solver()
+        solver.set("timeout", timeout_ms)
+        solver.add(invariant(s), step(s, t, action), z3.Not(conjunct(t)))
+        verdict = solver.check()
+        if verdict == z3.sat:
+            broken.append(name)
+        elif verdict != z3.unsat:
+            undecided.append(name)
+    return (tuple(broken), tuple(undecided))
+
+
 def attempt_inductive_proof(replicas: int = 2, timeout_ms: int = TIMEOUT_MS,
-                            only: Sequence[str] | None = None) -> InductiveReport:
-    """Check initiation and consecution of the candidate invariant per action instance."""
+                            only: Sequence[str] | None = None,
+                            bugs: Bugs | None = None, explain: bool = True) -> InductiveReport:
+    """Check initiation and consecution of the candidate invariant per action instance
+    (`only`: restrict to these action kinds). A consecution proof counts only if the action
+    is not disabled in every invariant state (else the status is "vacuous"). With `explain`, an
+    action that is not proved is re-checked conjunct by conjunct to name what breaks."""
     s, t = State(replicas, ""), State(replicas, "'")
     init_solver = z3.Solver()
     init_solver.set("timeout", timeout_ms)
@@ -394,7 +499,7 @@ def attempt_inductive_proof(replicas: int = 2, timeout_ms: int = TIMEOUT_MS,
     initiation = "proved" if verdict == z3.unsat else "fails" if verdict == z3.sat else "unknown"
     lag, epoch, trunc = z3.Bool("lag_expired"), z3.Int("request_epoch"), z3.Int("truncate_to")
     results = []
-    for action in actions(s, lag, epoch, trunc):
+    for action in actions(s, lag, epoch, trunc, bugs):
         if only is not None and action.kind not in only:
             continue
         solver = z3.Solver()
@@ -404,14 +509,22 @@ def attempt_inductive_proof(replicas: int = 2, timeout_ms: int = TIMEOUT_MS,
         verdict = solver.check()
         seconds = time.perf_counter() - start
         if verdict == z3.unsat:
-            results.append(ActionResult(action.kind, action.label, "proved", seconds))
-        elif verdict == z3.sat:
-            model = solver.model()
-            broken = tuple(name for name, c in CONJUNCTS.items()
-                           if not z3.is_true(model.eval(c(t), model_completion=True)))
-            results.append(ActionResult(action.kind, action.label, "cti", seconds, broken))
+            enabled = z3.Solver()
+            enabled.set("timeout", ENABLED_TIMEOUT_MS)
+            enabled.add(invariant(s), step(s, t, action))
+            found = enabled.check()
+            status = "vacuous" if found == z3.unsat else "proved"
+            results.append(ActionResult(action.kind, action.label, status, seconds,
+                                        enabled="yes" if found == z3.sat else
+                                        "no" if found == z3.unsat else "unknown"))
         else:
-            results.append(ActionResult(action.kind, action.label, "unknown", seconds))
+            # Which conjuncts fail to be preserved: one query per conjunct (model evaluation
+            # of quantified conjuncts is not reliable enough to tell).
+            broken, undecided = (_per_conjunct(s, t, action, timeout_ms) if explain
+                                 else ((), ()))
+            status = "cti" if verdict == z3.sat or broken else "unknown"
+            results.append(ActionResult(action.kind, action.label, status,
+                                        time.perf_counter() - start, broken, undecided))
     return InductiveReport(replicas, tuple(CONJUNCTS), initiation, tuple(results))
 
 
