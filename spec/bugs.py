@@ -18,11 +18,14 @@ class BugScenario:
     description: str
     switch: str | None  # the core.config.Bugs field, or None for a configuration trade-off
     config_changes: tuple[tuple[str, object], ...]
-    bounds: Bounds  # smallest bounds known to expose it
+    bounds: Bounds  # small bounds at which the checker finds it (BFS: a shortest trace)
     unfixed: bool = False  # ZooKeeper-era Kafka has no fix: found even with every fix on
     # The properties that tell the bug apart, when the bounds it needs (a lossy crash) break
     # others in the fixed protocol too; None: every invariant.
     invariants: tuple[str, ...] | None = None
+    # "bfs" gives a shortest trace; "dfs" where the shortest lies beyond what BFS exhausts
+    # in minutes (depth-first finds a longer one in seconds)
+    strategy: str = "bfs"
 
     def config(self, base: ProtocolConfig | None = None) -> ProtocolConfig:
         cfg = base or ProtocolConfig()
@@ -66,44 +69,51 @@ CATALOGUE: tuple[BugScenario, ...] = (
         "truncate-to-hw", "B5/B6",
         "followers truncate to their high watermark when they become followers (before "
         "KIP-101): a committed record is cut from an ISR member",
-        "truncate_to_hw", (), Bounds(brokers=2, records=1, leader_epochs=3, crashes=1),
+        "truncate_to_hw", (),
+        Bounds(brokers=3, records=1, leader_epochs=2, crashes=0, leader_moves=1),
     ),
     BugScenario(
         "kip-101-only", "B7",
         "truncation by OffsetsForLeaderEpoch without KIP-279's epoch in the answer and "
         "without KAFKA-7415 (a new leader records its epoch): fast fail-overs diverge",
-        "kip101_only", (), Bounds(brokers=2, records=2, leader_epochs=3, crashes=1),
+        "kip101_only", (),
+        Bounds(brokers=2, records=2, leader_epochs=3, crashes=0, leader_moves=2, drops=1),
     ),
     BugScenario(
         "no-fetch-epoch-fencing", "B8",
         "fetches do not carry the current leader epoch (before KIP-320): a zombie follower "
         "of an old epoch helps advance the HW and later truncates committed data",
-        "no_fetch_epoch_fencing", (), Bounds(brokers=3, records=1, leader_epochs=3, crashes=1),
+        "no_fetch_epoch_fencing", (),
+        Bounds(brokers=3, records=1, leader_epochs=3, crashes=0, leader_moves=2),
     ),
     BugScenario(
         "unfenced-truncation", "B9",
         "OffsetsForLeaderEpoch is answered by a leader in another epoch: the follower "
         "truncates against a log that is itself about to be truncated",
-        "unfenced_truncation", (), Bounds(brokers=3, records=1, leader_epochs=3, crashes=1),
+        "unfenced_truncation", (),
+        Bounds(brokers=3, records=1, leader_epochs=3, crashes=0, leader_moves=2),
     ),
     BugScenario(
         "kip-320-first-try", "B10",
         "followers truncate lazily when a fetch reveals a mismatch, and the leader cannot "
         "tell which epoch its followers follow",
-        "kip320_first_try", (), Bounds(brokers=3, records=1, leader_epochs=3, crashes=1),
+        "kip320_first_try", (),
+        Bounds(brokers=3, records=1, leader_epochs=3, crashes=0, leader_moves=2),
     ),
     BugScenario(
         "isr-expand-before-epoch-start", "B11",
         "a follower joins the ISR before the new leader's HW reaches its epoch start "
         "(KAFKA-7128)",
         "isr_expand_before_epoch_start", (),
-        Bounds(brokers=3, records=1, leader_epochs=2, crashes=1),
+        Bounds(brokers=3, records=1, leader_epochs=2, crashes=0, leader_moves=1, drops=1),
     ),
     BugScenario(
         "skip-truncate-same-leader", "B12",
         "a follower that missed an epoch skips truncation because the leader id did not "
         "change (KAFKA-7164)",
-        "skip_truncate_same_leader", (), Bounds(brokers=3, records=2, leader_epochs=3, crashes=1),
+        "skip_truncate_same_leader", (),
+        Bounds(brokers=3, records=2, leader_epochs=3, crashes=0, leader_moves=2),
+        strategy="dfs",
     ),
     BugScenario(
         "unclean-shutdown-epoch-reuse", "B16 family (KIP-966)",
