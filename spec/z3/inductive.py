@@ -252,6 +252,17 @@ def isr_history(s: State) -> ZBool:
                                       z3.Or(within, moved, taken)))
 
 
+def hw_within_true_leader(s: State) -> ZBool:
+    """No replica's HW is beyond what the true leader knows to be committed: max(its HW, the
+    start offset of its epoch). (A stale leader cannot advance its HW once the true leader,
+    which sits in its ISR, has moved to a later epoch.)"""
+    return z3.And([
+        z3.Implies(s.true_leader(ld),
+                   z3.Or(s[f"hw.{r}"] <= s[f"hw.{ld}"], s[f"hw.{r}"] <= s[f"leso.{ld}"]))
+        for ld in range(s.n) for r in range(s.n) if r != ld
+    ])
+
+
 CONJUNCTS: dict[str, Callable[[State], ZBool]] = {
     "strong_isr": strong_isr,
     "committed_everywhere": committed_everywhere,
@@ -266,6 +277,7 @@ CONJUNCTS: dict[str, Callable[[State], ZBool]] = {
     "hw_guard": hw_guard,
     "followers_behind_leader": followers_behind_leader,
     "isr_history": isr_history,
+    "hw_within_true_leader": hw_within_true_leader,
 }
 
 
