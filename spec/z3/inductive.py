@@ -18,6 +18,19 @@ The candidate invariant is StrongIsr strengthened by the auxiliary conjuncts in 
 `attempt_inductive_proof()` checks initiation, then consecution for every action instance:
 `Inv(s) /\\ Step_a(s, s') /\\ ~Inv(s')` is UNSAT (proved), SAT (a counterexample to induction,
 with the conjuncts it breaks) or unknown (solver timeout / incomplete quantifier reasoning).
+
+Status (z3 4.x/5.4 on the development machine):
+
+* 2 replicas: initiation and all 20 action instances (9 action kinds) proved, about 1 s in
+  all. So StrongIsr is an inductive consequence of `CONJUNCTS` for two replicas, for every
+  log length and epoch, in this model.
+* 3 replicas: ControllerElectLeader, ControllerShrinkIsr, BecomeLeader, BecomeFollower (no
+  leader), LeaderWrite, FollowerFetch, LeaderIncHighWatermark, LeaderShrinkIsr and
+  LeaderExpandIsr proved; BecomeFollowerAndTruncate with a leader is "unknown": the solver
+  neither proves nor refutes preservation of strong_isr / committed_everywhere within the
+  timeout (no CTI found either). Closing it probably needs a conjunct saying that a stale
+  leader a follower truncates against still holds every committed record of the epochs
+  before its own.
 """
 
 from __future__ import annotations
