@@ -21,6 +21,7 @@ class Bugs:
     kip320_first_try: bool = False
     isr_expand_before_epoch_start: bool = False
     skip_truncate_same_leader: bool = False
+    hw_over_committed_isr: bool = False
 
     def enabled(self) -> tuple[str, ...]:
         return tuple(f.name for f in fields(self) if getattr(self, f.name))

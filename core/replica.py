@@ -555,7 +555,7 @@ def on_lag_timer(
 def _hw_isr(rs: ReplicaState, cfg: ProtocolConfig) -> tuple[int, ...]:
     """The ISR the HW must respect: while an expansion is in flight, the maximal ISR
     (KIP-497); while a shrink is in flight, the current (larger) one."""
-    if rs.pending_isr is None:
+    if rs.pending_isr is None or cfg.bugs.hw_over_committed_isr:
         return rs.isr
     return tuple(r for r in rs.replicas if r in rs.isr or r in rs.pending_isr)
 

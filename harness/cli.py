@@ -61,6 +61,7 @@ def spec_check(
     acks: Annotated[int | None, typer.Option(help="producer acks: 0, 1 or -1")] = None,
     network: Annotated[str | None, typer.Option(help="rpc or async")] = None,
     zk_watches: Annotated[str | None, typer.Option(help="sync or async")] = None,
+    isr_writes: Annotated[str | None, typer.Option(help="sync or async")] = None,
     invariant: Annotated[list[str] | None, typer.Option(
         help="check only this invariant (repeatable); default: all")] = None,
     strategy: Annotated[str | None, typer.Option(
@@ -98,7 +99,7 @@ def spec_check(
         brokers=brokers, records=records, leader_epochs=leader_epochs,
         controller_epochs=controller_epochs, crashes=crashes, lossy_crashes=lossy_crashes,
         expiries=expiries, leader_moves=leader_moves, drops=drops, duplicates=duplicates,
-        acks=acks, network=network, zk_watches=zk_watches,
+        acks=acks, network=network, zk_watches=zk_watches, isr_writes=isr_writes,
     ).items() if v is not None}
     try:
         bounds = dataclasses.replace(bounds, **overrides)

@@ -116,6 +116,14 @@ CATALOGUE: tuple[BugScenario, ...] = (
         strategy="dfs",
     ),
     BugScenario(
+        "hw-over-committed-isr", "B14",
+        "while an ISR expansion is in flight to ZooKeeper the leader advances its HW over the "
+        "committed ISR only, not the maximal ISR (KIP-497): once the expansion lands, an ISR "
+        "member lacks records below the HW",
+        "hw_over_committed_isr", (),
+        Bounds(brokers=2, records=2, leader_epochs=2, crashes=0, isr_writes="async", acks=1),
+    ),
+    BugScenario(
         "unclean-shutdown-epoch-reuse", "B16 family (KIP-966)",
         "a leader loses its page cache in a machine crash and, still named leader in "
         "ZooKeeper, leads the same epoch again after restart: it writes a different record "

@@ -31,7 +31,7 @@ from core.node import BrokerState, DurableReplica, init, recover, step
 from core.replica import ReplicaState
 from core.rules.epochs import truncate_epochs
 from core.types import NO_LEADER, LeaderIsr, LiveBroker, Role
-from spec.world import TP, Disk, Ghost, InFlight, Node, Record, World, Zk
+from spec.world import TP, Disk, Ghost, InFlight, Node, PendingWrite, Record, World, Zk
 
 Action = tuple[object, ...]
 
@@ -60,6 +60,9 @@ class Bounds:
     # "async": notifications queue up per broker and are processed as separate actions (a
     # broker may act on stale knowledge meanwhile, e.g. a controller that lost its session).
     zk_watches: str = "sync"
+    # "sync": a leader's ISR write reaches ZooKeeper within the action that sent it;
+    # "async": it stays in flight until a separate action applies it (KIP-497's window)
+    isr_writes: str = "sync"
 
     def __post_init__(self) -> None:
         if not 1 <= self.brokers <= 5:
@@ -193,6 +196,9 @@ def _normalize_versions(w: World) -> World:
         if isinstance(m.message, LeaderAndIsrRequest):
             for info in m.message.partitions:
                 seen.add(info.zk_version)
+    for pw in w.zk.pending:
+        seen.add(pw.write.expected_zk_version)
+        seen.add(pw.write.proposed.zk_version)
     seen.discard(-1)
     ordered = sorted(seen)
     if ordered == list(range(len(ordered))):
@@ -220,7 +226,13 @@ def _normalize_versions(w: World) -> World:
             infos = tuple(i._replace(zk_version=rank[i.zk_version]) for i in m.message.partitions)
             m = m._replace(message=dataclasses.replace(m.message, partitions=infos))
         network.append(m)
-    return World(tuple(nodes), w.zk._replace(partition=li(w.zk.partition)),
+    pending = tuple(
+        pw._replace(write=dataclasses.replace(
+            pw.write, expected_zk_version=rank[pw.write.expected_zk_version],
+            proposed=pw.write.proposed._replace(zk_version=rank[pw.write.proposed.zk_version])))
+        for pw in w.zk.pending
+    )
+    return World(tuple(nodes), w.zk._replace(partition=li(w.zk.partition), pending=pending),
                  tuple(sorted(network)), w.ghost)
 
 
@@ -310,6 +322,8 @@ class Model:
                     out += self._act(w2, ("produce", i, rid), i, produce)
         out += self._faults(w)
         out += self._moves(w)
+        for k, pw in enumerate(w.zk.pending):
+            out += self._complete_write(w, k, pw)
         return [(a, self._tidy(s)) for a, s in out if self._within_bounds(s)]
 
     def _tidy(self, w: World) -> World:
@@ -324,6 +338,16 @@ class Model:
         if p is not None and p.leader_epoch >= self.bounds.leader_epochs:
             return False
         return w.zk.controller_epoch <= self.bounds.controller_epochs
+
+    def _complete_write(self, w: World, k: int, pw: PendingWrite) -> list[tuple[Action, World]]:
+        """ZooKeeper applies (or rejects) a leader's ISR write that was in flight."""
+        rest = w.zk.pending[:k] + w.zk.pending[k + 1:]
+        bld = _Builder(w._replace(zk=w.zk._replace(pending=rest)))
+        queue: deque[tuple[int, ev.Event]] = deque()
+        self._zk_write(bld, pw.broker_id, pw.write, queue)
+        label: Action = ("zk-write", pw.broker_id, k)
+        return [((*label, tuple(d.choices)) if d.choices else label, d.freeze())
+                for d in self._run(bld, queue)]
 
     def _moves(self, w: World) -> list[tuple[Action, World]]:
         """An operator moves leadership to another live ISR member (bounded)."""
@@ -389,7 +413,13 @@ class Model:
         bld = _Builder(w)
         queue: deque[tuple[int, ev.Event]] = deque()
         zk = bld.zk
-        bld.zk = zk._replace(registered=tuple(lb for lb in zk.registered if lb.broker_id != i))
+        # ZooKeeper rejects what is still queued from an expired session.
+        mine = [pw for pw in zk.pending if pw.broker_id == i]
+        bld.zk = zk._replace(registered=tuple(lb for lb in zk.registered if lb.broker_id != i),
+                             pending=tuple(pw for pw in zk.pending if pw.broker_id != i))
+        for pw in mine:
+            queue.append((i, ev.PartitionStateWritten(pw.write.tp, pw.write.proposed, False,
+                                                      False, False, zk.partition)))
         if w.nodes[i].alive:
             bld.ghost = bld.ghost._replace(expiries=bld.ghost.expiries + 1)
             self._notify(bld, i, ev.SessionExpired(), queue)
@@ -528,7 +558,10 @@ class Model:
                     bld.zk = bld.zk._replace(controller=NO_LEADER)
                     self._notify_all(bld, ev.ControllerChanged(NO_LEADER), queue)
             case fx.ZkWritePartitionState():
-                self._zk_write(bld, i, e, queue)
+                if not e.by_controller and self.bounds.isr_writes == "async":
+                    bld.zk = bld.zk._replace(pending=(*bld.zk.pending, PendingWrite(i, e)))
+                else:
+                    self._zk_write(bld, i, e, queue)
             case fx.ZkNotifyIsrChange():
                 self._notify_controller_isr(bld, queue)
             case _:

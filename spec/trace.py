@@ -60,6 +60,8 @@ def describe_action(action: Action) -> str:
                 f"{action[2]} records{choice}")
     if kind == "expire":
         return f"broker {action[1]}'s ZooKeeper session expires while it runs{choice}"
+    if kind == "zk-write":
+        return f"ZooKeeper applies broker {action[1]}'s ISR write{choice}"
     if kind == "move-leader":
         return f"an operator asks the controller to move leadership to broker {action[1]}{choice}"
     if kind == "restart":

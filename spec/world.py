@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from core.effects import ZkWritePartitionState
 from core.messages import Message
 from core.node import BrokerState
 from core.rules.epochs import EpochEntry
@@ -44,6 +45,13 @@ class Node(NamedTuple):
         return self.state is not None
 
 
+class PendingWrite(NamedTuple):
+    """A leader's conditional ISR write sent to ZooKeeper and not yet applied."""
+
+    broker_id: int
+    write: ZkWritePartitionState
+
+
 class Zk(NamedTuple):
     """Abstract ZooKeeper: the znodes replication needs, with versions."""
 
@@ -54,6 +62,7 @@ class Zk(NamedTuple):
     registrations: tuple[int, ...] = ()  # per broker: how many times it registered
     assignment: tuple[int, ...] = ()
     partition: LeaderIsr | None = None
+    pending: tuple[PendingWrite, ...] = ()  # leader ISR writes in flight (async mode)
 
 
 class InFlight(NamedTuple):

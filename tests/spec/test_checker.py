@@ -26,6 +26,7 @@ EXPECTED_STEPS: dict[str, int | None] = {
     "kip-320-first-try": 10,
     "isr-expand-before-epoch-start": 11,
     "skip-truncate-same-leader": None,
+    "hw-over-committed-isr": 8,
     "unclean-shutdown-epoch-reuse": 9,
 }
 
@@ -36,9 +37,11 @@ EXPECTED_STEPS: dict[str, int | None] = {
         Bounds(brokers=2, records=2, leader_epochs=3, crashes=1),
         Bounds(brokers=2, records=2, leader_epochs=3, crashes=0, leader_moves=2, drops=1),
         Bounds(brokers=2, records=1, leader_epochs=3, crashes=0, expiries=1, zk_watches="async"),
+        Bounds(brokers=2, records=2, leader_epochs=3, crashes=1, isr_writes="async", acks=1),
         Bounds(brokers=3, records=1, leader_epochs=2, crashes=1),
     ],
-    ids=["2b-2r-3e-crash", "2b-moves-drop", "2b-zombie-async", "3b-1r-2e-crash"],
+    ids=["2b-2r-3e-crash", "2b-moves-drop", "2b-zombie-async", "2b-async-isr-acks1",
+         "3b-1r-2e-crash"],
 )
 def test_fixed_protocol_has_no_violation(bounds: Bounds) -> None:
     r = check(Model(ProtocolConfig(), bounds))

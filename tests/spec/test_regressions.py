@@ -4,6 +4,7 @@ invariant with its bug switched on, and must not break anything once the bug is 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ UNFIXED = {b.name for b in CATALOGUE if b.unfixed}
 def _first_violation(model: Model, actions: list[tuple[object, ...]]) -> tuple[str, str] | None:
     """Replay as far as the actions stay enabled; the first invariant broken, if any."""
     trace = [(a, w) for a, w in _replay_prefix(model, actions)]
-    for (_, a), (_, b) in zip(trace, trace[1:], strict=False):
+    for (_, a), (_, b) in itertools.pairwise(trace):
         bad = check_step(a, b) or check_state(b)
         if bad:
             return bad
