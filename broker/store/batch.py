@@ -1,10 +1,8 @@
-"""Record batch v2: header parsing and validation, record decoding, batch building.
+"""Record batch v2: header checks, CRC-32C validation, record decoding, batch building.
 
-Layout (big-endian, 61-byte header `>qiiBIhiqqqhii`): baseOffset, batchLength, partitionLeaderEpoch,
-magic, crc, attributes, lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch,
-baseSequence, recordsCount. The CRC-32C covers bytes [21, 12 + batchLength): attributes to the end.
-baseOffset and partitionLeaderEpoch lie outside the CRC, so the broker rewrites them without
-recomputing it.
+The header layout, its struct and the ``BatchHeader`` type live in ``broker/recordbatch.py``
+(shared with the wire layer) and are re-exported here. The CRC-32C covers bytes
+[21, 12 + batchLength): attributes to the end.
 """
 
 from __future__ import annotations
@@ -12,94 +10,66 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import crc32c as _crc32c
 
+from broker.recordbatch import (
+    ATTR_CODEC_MASK,
+    ATTR_CONTROL,
+    ATTR_DELETE_HORIZON,
+    ATTR_TIMESTAMP_TYPE,
+    ATTR_TRANSACTIONAL,
+    BATCH_LENGTH_MIN,
+    CRC_OFFSET,
+    CRC_START,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_V2,
+    NO_TIMESTAMP,
+    BatchHeader,
+    Buf,
+)
 from broker.store import codec
 from broker.store.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 
-HEADER = struct.Struct(">qiiBIhiqqqhii")
-HEADER_SIZE = HEADER.size  # 61
-LOG_OVERHEAD = 12  # baseOffset + batchLength
-BATCH_LENGTH_MIN = HEADER_SIZE - LOG_OVERHEAD  # 49
-CRC_START = 21
-MAGIC_OFFSET = 16
-MAGIC_V2 = 2
+__all__ = [
+    "ATTR_CODEC_MASK",
+    "ATTR_CONTROL",
+    "ATTR_DELETE_HORIZON",
+    "ATTR_TIMESTAMP_TYPE",
+    "ATTR_TRANSACTIONAL",
+    "BATCH_LENGTH_MIN",
+    "CRC_START",
+    "EPOCH",
+    "HEADER",
+    "HEADER_SIZE",
+    "LOG_OVERHEAD",
+    "MAGIC_OFFSET",
+    "MAGIC_V2",
+    "NO_TIMESTAMP",
+    "OFFSET_AND_LENGTH",
+    "BatchHeader",
+    "Buf",
+    "Record",
+    "build_batch",
+    "check_crc",
+    "check_header",
+    "crc32c",
+    "decode_records",
+    "encode_records",
+    "iter_headers",
+    "parse_header",
+    "records_payload",
+    "validate_batch",
+    "validate_produced",
+]
 
 OFFSET_AND_LENGTH = struct.Struct(">qi")
 EPOCH = struct.Struct(">i")
 
-ATTR_CODEC_MASK = 0x07
-ATTR_TIMESTAMP_TYPE = 0x08
-ATTR_TRANSACTIONAL = 0x10
-ATTR_CONTROL = 0x20
-ATTR_DELETE_HORIZON = 0x40
-
-NO_TIMESTAMP = -1
-
-Buf = bytes | bytearray | memoryview
-
 crc32c = _crc32c.crc32c
-
-
-class BatchHeader(NamedTuple):
-    base_offset: int
-    batch_length: int
-    partition_leader_epoch: int
-    magic: int
-    crc: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    records_count: int
-
-    @property
-    def size(self) -> int:
-        return LOG_OVERHEAD + self.batch_length
-
-    @property
-    def last_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta
-
-    @property
-    def next_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta + 1
-
-    @property
-    def compression(self) -> int:
-        return self.attributes & ATTR_CODEC_MASK
-
-    @property
-    def compression_name(self) -> str:
-        return codec.NAMES.get(self.compression, f"unknown({self.compression})")
-
-    @property
-    def is_log_append_time(self) -> bool:
-        return bool(self.attributes & ATTR_TIMESTAMP_TYPE)
-
-    @property
-    def is_transactional(self) -> bool:
-        return bool(self.attributes & ATTR_TRANSACTIONAL)
-
-    @property
-    def is_control(self) -> bool:
-        return bool(self.attributes & ATTR_CONTROL)
-
-    @property
-    def delete_horizon_ms(self) -> int | None:
-        """KIP-534: when set, baseTimestamp holds the time after which tombstones may go."""
-        return self.base_timestamp if self.attributes & ATTR_DELETE_HORIZON else None
-
-    @property
-    def last_sequence(self) -> int:
-        if self.base_sequence < 0:
-            return -1
-        return (self.base_sequence + self.last_offset_delta) % (2**31)
 
 
 def parse_header(buf: Buf, pos: int = 0, *, where: str = "") -> BatchHeader:
@@ -370,5 +340,5 @@ def build_batch(
         base_sequence,
         len(records),
     )
-    struct.pack_into(">I", batch, 17, crc32c(memoryview(batch)[CRC_START:]))
+    struct.pack_into(">I", batch, CRC_OFFSET, crc32c(memoryview(batch)[CRC_START:]))
     return bytes(batch)

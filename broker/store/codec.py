@@ -9,10 +9,15 @@ import lz4.frame
 import snappy
 import zstandard
 
+from broker.recordbatch import CODEC_NAMES
+from broker.recordbatch import GZIP as GZIP  # re-exported: codec ids live with the header
+from broker.recordbatch import LZ4 as LZ4
+from broker.recordbatch import NONE as NONE
+from broker.recordbatch import SNAPPY as SNAPPY
+from broker.recordbatch import ZSTD as ZSTD
 from broker.store.errors import CorruptRecordError, InvalidRecordError
 
-NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
-NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
+NAMES = CODEC_NAMES
 
 # Kafka's Java client frames snappy with xerial's SnappyOutputStream.
 XERIAL_MAGIC = b"\x82SNAPPY\x00"

@@ -36,10 +36,10 @@ def test_header_matches_kafka_python_reader() -> None:
     assert h.size == len(raw) and BATCH_HEADER_SIZE == 61
     assert (h.base_offset, h.magic, h.crc) == (kp.base_offset, 2, kp.crc)
     assert (h.producer_id, h.producer_epoch, h.base_sequence) == (99, 0, 17)
-    assert (h.record_count, h.last_offset_delta) == (4, 3)
+    assert (h.records_count, h.last_offset_delta) == (4, 3)
     assert (h.last_offset, h.next_offset, h.last_sequence) == (3, 4, 20)
     assert h.compression == 0 and not h.is_transactional and not h.is_control
-    assert not h.log_append_time and not h.has_delete_horizon
+    assert not h.is_log_append_time and not h.has_delete_horizon
 
 
 def test_last_sequence_wraps_and_absent() -> None:
