@@ -16,13 +16,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+
+from broker.runtime.proc import stop_process
 
 ZKSERVER_SH = Path("/usr/share/zookeeper/bin/zkServer.sh")
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
@@ -219,17 +220,8 @@ class ZooKeeperServer:
     def stop(self) -> None:
         """SIGTERM the PID we started, SIGKILL after `stop_timeout_s`; idempotent."""
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(self.stop_timeout_s)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                proc.wait(self.stop_timeout_s)
+        if proc is not None:
+            stop_process(proc, self.stop_timeout_s)
 
     def kill(self) -> None:
         """SIGKILL (a crash: no clean shutdown); idempotent."""

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import IO, Literal
 
+from broker.runtime.proc import stop_process
 from nemesis.toxiproxy.server import DEFAULT_HOST
 
 Mode = Literal["auto", "builtin", "real"]
@@ -97,13 +98,7 @@ class LaunchedToxiproxy:
         return self.log_file.read().decode("utf-8", "replace")
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout_s)
+        stop_process(self.process, timeout_s)
         self.log_file.close()
 
     def __enter__(self) -> LaunchedToxiproxy:
