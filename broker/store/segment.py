@@ -396,19 +396,25 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         interval = self.config.index_interval_bytes
         for position, h in self.headers_from(start):
-            if not from_index and self.bytes_since_last_index_entry > interval:
-                self.index.append(h.last_offset, position)
-                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-                self.bytes_since_last_index_entry = 0
-            self.bytes_since_last_index_entry += h.size
-            if h.max_timestamp > self.max_timestamp:
-                self.max_timestamp = h.max_timestamp
-                self.offset_of_max_timestamp = h.last_offset
+            self._account(position, h, interval, index=not from_index)
             self.next_offset = h.next_offset
         last_indexed = self.index.values[-1] if len(self.index) else 0
         self.bytes_since_last_index_entry = self.size - last_indexed
         self.fast_appends_left = 0
         self._next_read = None
+
+    def _account(self, position: int, h: BatchHeader, interval: int, *, index: bool = True) -> None:
+        """Fold the batch at `position` into the index cadence (adding an entry to both indexes
+        if `index` and `interval` bytes passed since the last) and the max timestamp. `append`
+        and `append_one` keep this inline: they are the hot path."""
+        if index and self.bytes_since_last_index_entry > interval:
+            self.index.append(h.last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += h.size
+        if h.max_timestamp > self.max_timestamp:
+            self.max_timestamp = h.max_timestamp
+            self.offset_of_max_timestamp = h.last_offset
 
     def recover(self, next_expected: int) -> int:
         """Validate every batch (header, CRC, offsets ascending from `next_expected`), rebuild
@@ -430,14 +436,7 @@ class LogSegment:
                         f"{self.log_path}: batch at position {position} has baseOffset "
                         f"{h.base_offset} below the expected {expected}"
                     )
-                if self.bytes_since_last_index_entry > interval:
-                    self.index.append(h.last_offset, position)
-                    self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-                    self.bytes_since_last_index_entry = 0
-                self.bytes_since_last_index_entry += h.size
-                if h.max_timestamp > self.max_timestamp:
-                    self.max_timestamp = h.max_timestamp
-                    self.offset_of_max_timestamp = h.last_offset
+                self._account(position, h, interval)
                 if self.rolling_base_ms is None:
                     self.rolling_base_ms = h.max_timestamp
                 expected = self.next_offset = h.next_offset
