@@ -32,41 +32,36 @@ def _fmt_log(records: tuple[tuple[int, int], ...]) -> str:
     return "[" + " ".join(f"r{rid}@e{epoch}" for rid, epoch in records) + "]"
 
 
+# What each action kind says; `{1}`... are the action's fields, `{choice}` the nondeterministic
+# choice made (if any).
+_ACTION_TEXT: dict[str, str] = {
+    "zk-elect": "broker {1} wins the race for /controller{choice}",
+    "zk": "broker {1} processes a ZooKeeper '{2}' notification{choice}",
+    "deliver": "{3} from broker {2} delivered to broker {1}{choice}",
+    "drop": "{3} from broker {2} to broker {1} is lost",
+    "duplicate": "{3} from broker {2} to broker {1} is duplicated",
+    "timer": "broker {1}: timer {2} fires{choice}",
+    "produce": "a client produces record r{2} to broker {1}{choice}",
+    "crash": "broker {1} crashes (process killed; its session expires){choice}",
+    "lossy-crash": "broker {1} crashes losing its page cache, keeping {2} records{choice}",
+    "expire": "broker {1}'s ZooKeeper session expires while it runs{choice}",
+    "zk-write": "ZooKeeper applies broker {1}'s ISR write{choice}",
+    "move-leader": "an operator asks the controller to move leadership to broker {1}{choice}",
+    "restart": "broker {1} restarts from its disk{choice}",
+}
+
+
 def describe_action(action: Action) -> str:
     if not action:
         return "initial state: brokers registered, topic assigned, no controller yet"
     kind = action[0]
+    text = _ACTION_TEXT.get(kind) if isinstance(kind, str) else None
+    if text is None:
+        return repr(action)
     choice = ""
-    if action and isinstance(action[-1], tuple):
+    if isinstance(action[-1], tuple):
         choice = f" (choosing {', '.join(str(c) for c in action[-1])})"
-    if kind == "zk-elect":
-        return f"broker {action[1]} wins the race for /controller{choice}"
-    if kind == "zk":
-        return f"broker {action[1]} processes a ZooKeeper '{action[2]}' notification{choice}"
-    if kind == "deliver":
-        return f"{action[3]} from broker {action[2]} delivered to broker {action[1]}{choice}"
-    if kind == "drop":
-        return f"{action[3]} from broker {action[2]} to broker {action[1]} is lost"
-    if kind == "duplicate":
-        return f"{action[3]} from broker {action[2]} to broker {action[1]} is duplicated"
-    if kind == "timer":
-        return f"broker {action[1]}: timer {action[2]} fires{choice}"
-    if kind == "produce":
-        return f"a client produces record r{action[2]} to broker {action[1]}{choice}"
-    if kind == "crash":
-        return f"broker {action[1]} crashes (process killed; its session expires){choice}"
-    if kind == "lossy-crash":
-        return (f"broker {action[1]} crashes losing its page cache, keeping "
-                f"{action[2]} records{choice}")
-    if kind == "expire":
-        return f"broker {action[1]}'s ZooKeeper session expires while it runs{choice}"
-    if kind == "zk-write":
-        return f"ZooKeeper applies broker {action[1]}'s ISR write{choice}"
-    if kind == "move-leader":
-        return f"an operator asks the controller to move leadership to broker {action[1]}{choice}"
-    if kind == "restart":
-        return f"broker {action[1]} restarts from its disk{choice}"
-    return repr(action)
+    return text.format(*action, choice=choice)
 
 
 def describe_changes(before: World, after: World) -> list[str]:
