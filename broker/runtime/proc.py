@@ -3,7 +3,27 @@
 from __future__ import annotations
 
 import subprocess
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+
+def wait_ready(
+    proc: subprocess.Popen[Any],
+    ready: Callable[[], bool],
+    timeout_s: float,
+    interval_s: float = 0.05,
+) -> Literal["ready", "exited", "timeout"]:
+    """Poll every ``interval_s`` until ``ready()`` holds, ``proc`` exits (checked first) or
+    ``timeout_s`` passes; says which. The caller reports and cleans up."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return "exited"
+        if ready():
+            return "ready"
+        time.sleep(interval_s)
+    return "timeout"
 
 
 def stop_process(proc: subprocess.Popen[Any], timeout_s: float) -> None:

@@ -19,11 +19,10 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from types import TracebackType
 
-from broker.runtime.proc import stop_process
+from broker.runtime.proc import stop_process, wait_ready
 
 ZKSERVER_SH = Path("/usr/share/zookeeper/bin/zkServer.sh")
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
@@ -192,19 +191,22 @@ class ZooKeeperServer:
                 start_new_session=True,  # our signals (Ctrl-C) are not its
             )
         self.port = port
-        deadline = time.monotonic() + self.start_timeout_s
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                rc = self._proc.returncode
-                self._proc = None
-                raise ZooKeeperStartError(
-                    f"ZooKeeper exited with status {rc} during start on port {port}; "
-                    f"log tail:\n{self.log_tail()}"
-                )
+
+        def standalone() -> bool:
             with contextlib.suppress(OSError):
-                if "Mode: standalone" in four_letter_word(self.host, port, "srvr", 0.5):
-                    return
-            time.sleep(0.05)
+                return "Mode: standalone" in four_letter_word(self.host, port, "srvr", 0.5)
+            return False
+
+        outcome = wait_ready(self._proc, standalone, self.start_timeout_s)
+        if outcome == "ready":
+            return
+        if outcome == "exited":
+            rc = self._proc.returncode
+            self._proc = None
+            raise ZooKeeperStartError(
+                f"ZooKeeper exited with status {rc} during start on port {port}; "
+                f"log tail:\n{self.log_tail()}"
+            )
         self.stop()
         raise ZooKeeperStartError(
             f"ZooKeeper on {self.host}:{port} not ready after {self.start_timeout_s}s; "

@@ -22,12 +22,11 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import IO, Literal
 
-from broker.runtime.proc import stop_process
+from broker.runtime.proc import stop_process, wait_ready
 from nemesis.toxiproxy.server import DEFAULT_HOST
 
 Mode = Literal["auto", "builtin", "real"]
@@ -155,17 +154,15 @@ def launch(
         env=env,
     )
     launched = LaunchedToxiproxy(kind, host, port, process, log_file)
-    deadline = time.monotonic() + startup_timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            output = launched.output()
-            launched.stop()
-            raise ToxiproxyLaunchError(
-                f"{kind} toxiproxy server exited with {process.returncode}: {output}"
-            )
-        if api_ready(host, port):
-            return launched
-        time.sleep(0.05)
+    outcome = wait_ready(process, lambda: api_ready(host, port), startup_timeout_s)
+    if outcome == "ready":
+        return launched
+    if outcome == "exited":
+        output = launched.output()
+        launched.stop()
+        raise ToxiproxyLaunchError(
+            f"{kind} toxiproxy server exited with {process.returncode}: {output}"
+        )
     output = launched.output()
     with contextlib.suppress(OSError):
         launched.stop()
