@@ -135,7 +135,7 @@ def _write(
         controller_epoch=c.controller_epoch,
         zk_version=0 if old is None else old.zk_version + 1,
     )
-    fence = c.epoch_zk_version
+    fence = None if cfg.bugs.no_controller_epoch_check else c.epoch_zk_version
     return [
         fx.ZkWritePartitionState(
             tp=ctx.tp,

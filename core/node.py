@@ -273,7 +273,7 @@ def _control_request_ok(
 ) -> bool:
     """T3 and KIP-380: ignore requests from an older controller, or addressed to an earlier
     incarnation of this broker."""
-    if controller_epoch < state.controller_epoch:
+    if controller_epoch < state.controller_epoch and not cfg.bugs.no_controller_epoch_check:
         return False
     # Not registered yet (or any more): Kafka processes no control requests before that.
     return state.broker_epoch != NO_BROKER_EPOCH and broker_epoch >= state.broker_epoch

@@ -62,6 +62,7 @@ def spec_check(
     network: Annotated[str | None, typer.Option(help="rpc or async")] = None,
     zk_watches: Annotated[str | None, typer.Option(help="sync or async")] = None,
     isr_writes: Annotated[str | None, typer.Option(help="sync or async")] = None,
+    rebalance: Annotated[bool | None, typer.Option(help="auto leader rebalance may fire")] = None,
     invariant: Annotated[list[str] | None, typer.Option(
         help="check only this invariant (repeatable); default: all")] = None,
     strategy: Annotated[str | None, typer.Option(
@@ -100,6 +101,7 @@ def spec_check(
         controller_epochs=controller_epochs, crashes=crashes, lossy_crashes=lossy_crashes,
         expiries=expiries, leader_moves=leader_moves, drops=drops, duplicates=duplicates,
         acks=acks, network=network, zk_watches=zk_watches, isr_writes=isr_writes,
+        rebalance=rebalance,
     ).items() if v is not None}
     try:
         bounds = dataclasses.replace(bounds, **overrides)
@@ -107,6 +109,8 @@ def spec_check(
         typer.echo(f"bad bounds: {e}", err=True)
         raise typer.Exit(3) from None
     what = f"bug {bug}" if bug else "the fixed protocol"
+    model = Model(config, bounds)
+    symmetry = symmetry and model.symmetric
     typer.echo(f"checking {what}: {_bounds_text(bounds)}; {strategy}"
                f"{', symmetry' if symmetry else ''}; invariants: "
                f"{', '.join(invariants) if invariants else 'all'}")
@@ -118,7 +122,7 @@ def spec_check(
             typer.echo(f"  ... {states:,} states, depth {depth}, {seconds:.0f} s", err=True)
 
     try:
-        result = check(Model(config, bounds), strategy=strategy, symmetry=symmetry,
+        result = check(model, strategy=strategy, symmetry=symmetry,
                        max_states=max_states, time_limit_s=time_limit, progress=progress,
                        invariants=invariants)
     except ValueError as e:

@@ -116,6 +116,16 @@ CATALOGUE: tuple[BugScenario, ...] = (
         strategy="dfs",
     ),
     BugScenario(
+        "no-controller-epoch-check", "B13",
+        "controller writes are not fenced by /controller_epoch's version and brokers accept "
+        "requests from an older controller (KAFKA-6082): a controller whose session expired "
+        "still runs a queued preferred-leader election; its write lands and the new "
+        "controller's view of the partition is silently stale",
+        "no_controller_epoch_check", (),
+        Bounds(brokers=2, records=0, leader_epochs=3, crashes=0, expiries=1,
+               zk_watches="async", rebalance=True),
+    ),
+    BugScenario(
         "hw-over-committed-isr", "B14",
         "while an ISR expansion is in flight to ZooKeeper the leader advances its HW over the "
         "committed ISR only, not the maximal ISR (KIP-497): once the expansion lands, an ISR "

@@ -54,6 +54,7 @@ def check(
         raise ValueError(f"unknown invariants {sorted(only - set(NAMES))}; known: {NAMES}")
     start = time.perf_counter()
     n_brokers = model.bounds.brokers
+    symmetry = symmetry and model.symmetric
 
     canon = Canonicalizer(n_brokers)
 

@@ -35,9 +35,10 @@ from spec.world import TP, Disk, Ghost, InFlight, Node, PendingWrite, Record, Wo
 
 Action = tuple[object, ...]
 
-# Timers the model never fires: they only turn a pending request into an error reply, or
-# (rebalance) move leadership for balance, which the bounds on epochs make pointless.
-_QUIET_TIMERS = ("produce_timeout", "rebalance")
+# Timers the model never fires: a produce timeout only turns a pending request into an error
+# reply. The auto-rebalance timer fires only when `Bounds.rebalance` is on: it elects the
+# preferred (first assigned) replica, which makes the model asymmetric in broker ids.
+_QUIET_TIMERS = ("produce_timeout",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +64,7 @@ class Bounds:
     # "sync": a leader's ISR write reaches ZooKeeper within the action that sent it;
     # "async": it stays in flight until a separate action applies it (KIP-497's window)
     isr_writes: str = "sync"
+    rebalance: bool = False  # the controller's auto leader rebalance timer may fire
 
     def __post_init__(self) -> None:
         if not 1 <= self.brokers <= 5:
@@ -245,6 +247,9 @@ class Model:
         self.config = config
         self.bounds = bounds
         self.brokers = tuple(range(bounds.brokers))
+        # Renaming brokers maps behaviours to behaviours only if nothing prefers one broker:
+        # every choice is explored, except the preferred replica of auto rebalance.
+        self.symmetric = not bounds.rebalance
 
     # ----------------------------------------------------------------------------------
     # initial state
@@ -305,7 +310,7 @@ class Model:
             if not node.alive:
                 continue
             for key in sorted(node.timers, key=repr):
-                if key[0] in _QUIET_TIMERS:
+                if key[0] in _QUIET_TIMERS or (key[0] == "rebalance" and not b.rebalance):
                     continue
                 out += self._act(w, ("timer", i, repr(key)), i, ev.TimerFired(key),
                                  disarm=key)

@@ -27,6 +27,7 @@ EXPECTED_STEPS: dict[str, int | None] = {
     "isr-expand-before-epoch-start": 11,
     "skip-truncate-same-leader": None,
     "hw-over-committed-isr": 8,
+    "no-controller-epoch-check": 6,
     "unclean-shutdown-epoch-reuse": 9,
 }
 
