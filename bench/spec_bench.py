@@ -14,11 +14,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from hk_baseline import explore  # noqa: E402
+from hk_baseline import explore
 
-from core.config import ProtocolConfig  # noqa: E402
-from spec.checker import check  # noqa: E402
-from spec.model import Bounds, Model  # noqa: E402
+from core.config import ProtocolConfig
+from spec.checker import check
+from spec.model import Bounds, Model
 
 
 def ours(bounds: Bounds, symmetry: bool, time_limit: float) -> tuple[int, float, bool, int]:

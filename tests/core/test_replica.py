@@ -194,14 +194,14 @@ def test_controller_failover_tells_everyone_and_elects_on_failure() -> None:
 def test_controller_keeps_last_replica_standing_and_respects_unclean_setting() -> None:
     s, _ = _controller()
     s, out = step(s, ev.BrokersChanged((LiveBroker(0, 1),)))
-    w = [e for e in out if isinstance(e, fx.ZkWritePartitionState)][0]
+    w = next(e for e in out if isinstance(e, fx.ZkWritePartitionState))
     assert w.proposed.leader == NO_LEADER and w.proposed.isr == (1, 2)  # ISR never empties
     from dataclasses import replace
 
     unclean = replace(CFG, unclean_leader_election_enable=True)
     s, _ = _controller(unclean)
     s, out = step(s, ev.BrokersChanged((LiveBroker(0, 1),)))
-    w = [e for e in out if isinstance(e, fx.ZkWritePartitionState)][0]
+    w = next(e for e in out if isinstance(e, fx.ZkWritePartitionState))
     assert w.proposed.leader == 0 and w.proposed.isr == (0,)
 
 
@@ -215,7 +215,7 @@ def test_zombie_controller_resigns_when_fenced() -> None:
 def test_version_conflict_rereads_and_decides_again() -> None:
     s, _ = _controller()
     s, out = step(s, ev.BrokersChanged((LiveBroker(0, 1), LiveBroker(2, 1))))
-    w = [e for e in out if isinstance(e, fx.ZkWritePartitionState)][0]
+    w = next(e for e in out if isinstance(e, fx.ZkWritePartitionState))
     newer = LeaderIsr(1, 4, (1,), 1, 9)  # the leader shrank its ISR meanwhile
     s, out = step(s, ev.PartitionStateWritten(TP, w.proposed, True, False, False, newer))
     again = [e for e in out if isinstance(e, fx.ZkWritePartitionState)]
@@ -233,7 +233,7 @@ def test_more_than_one_candidate_is_a_choice() -> None:
     choices = [e for e in out if isinstance(e, fx.Choose)]
     assert len(choices) == 1 and choices[0].options == (0, 2)  # Kafka's order: assignment
     s, out = step(s, ev.Chosen(choices[0].key, 1))
-    w = [e for e in out if isinstance(e, fx.ZkWritePartitionState)][0]
+    w = next(e for e in out if isinstance(e, fx.ZkWritePartitionState))
     assert w.proposed.leader == 2 and w.proposed.isr == (0, 2)
     s, out = step(s, ev.Chosen(choices[0].key, 0))  # answered twice: the second is ignored
     assert out == []
