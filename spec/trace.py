@@ -40,7 +40,7 @@ _ACTION_TEXT: dict[str, str] = {
     "deliver": "{3} from broker {2} delivered to broker {1}{choice}",
     "drop": "{3} from broker {2} to broker {1} is lost",
     "duplicate": "{3} from broker {2} to broker {1} is duplicated",
-    "timer": "broker {1}: timer {2} fires{choice}",
+    "timer": "broker {1}: {timer} fires{choice}",
     "produce": "a client produces record r{2} to broker {1}{choice}",
     "crash": "broker {1} crashes (process killed; its session expires){choice}",
     "lossy-crash": "broker {1} crashes losing its page cache, keeping {2} records{choice}",
@@ -61,7 +61,22 @@ def describe_action(action: Action) -> str:
     choice = ""
     if isinstance(action[-1], tuple):
         choice = f" (choosing {', '.join(str(c) for c in action[-1])})"
-    return text.format(*action, choice=choice)
+    timer = _timer_text(str(action[2])) if kind == "timer" else ""
+    return text.format(*action, choice=choice, timer=timer)
+
+
+def _timer_text(key: str) -> str:
+    """A timer's key (as the action recorded it) in Kafka's words."""
+    if key.startswith("('fetch_timeout'"):
+        return "the fetch request timeout (request.timeout.ms)"
+    if key.startswith("('fetch'"):
+        return "the replica fetcher's next fetch"
+    if key.startswith("('lag'"):
+        follower = key.rstrip(")").rsplit(",", 1)[-1].strip()
+        return f"replica.lag.time.max.ms for follower {follower}"
+    if key.startswith("('rebalance'"):
+        return "the auto leader rebalance check"
+    return f"timer {key}"
 
 
 def describe_changes(before: World, after: World) -> list[str]:
