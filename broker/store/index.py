@@ -12,6 +12,7 @@ point, and every segment beyond it is rescanned (and its indexes rebuilt) on ope
 from __future__ import annotations
 
 import struct
+from abc import ABC, abstractmethod
 from array import array
 from bisect import bisect_right
 from pathlib import Path
@@ -23,7 +24,7 @@ OFFSET_ENTRY = struct.Struct(">ii")
 TIME_ENTRY = struct.Struct(">qi")
 
 
-class _Index:
+class _Index(ABC):
     entry: struct.Struct = OFFSET_ENTRY
 
     def __init__(self, fs: FS, path: Path, base_offset: int, max_entries: int):
@@ -42,11 +43,13 @@ class _Index:
     def is_full(self) -> bool:
         return len(self.keys) >= self.max_entries
 
+    @abstractmethod
     def _pack(self, i: int) -> bytes:
-        raise NotImplementedError
+        """Entry i as stored in the file."""
 
+    @abstractmethod
     def _unpack(self, data: bytes) -> None:
-        raise NotImplementedError
+        """Load the entries from the file's bytes."""
 
     def load(self) -> None:
         """Read the file; raises CorruptIndexError if it is not a valid index (caller rebuilds)."""

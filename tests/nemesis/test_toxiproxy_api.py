@@ -81,7 +81,8 @@ def test_create_errors(url: str, echo: TcpServer) -> None:
 
 
 def test_listen_must_be_loopback(url: str, echo: TcpServer) -> None:
-    for listen in ("0.0.0.0:0", "10.255.255.1:0"):
+    # never bound nor contacted: the API refuses before binding (203.0.113.0/24 is TEST-NET-3)
+    for listen in ("0.0.0.0:0", "203.0.113.7:0"):
         result = http_request(
             url, "POST", "/proxies", {"name": "wide", "upstream": echo.address, "listen": listen}
         )
