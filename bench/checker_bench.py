@@ -2,19 +2,23 @@
 
     uv run python bench/checker_bench.py [--quick]
 
-Queue checker (`harness.checkers.queue.analysis`) on synthetic correct Kafka-like histories of
-1e5 and 1e6 events (invocations + completions; 10 keys, concurrency 10, 1-4 micro-ops per
-op, polls of up to 8 records per key), against the simplest possible checker measured on the
-same history: the NATS-style set check (acknowledged sends minus polled values, one pass).
-Reports events/s, micro-op elements/s, the ratio to the baseline, and how throughput grows
-from 1e5 to 1e6 (time exponent: 1.0 is linear).
+Queue checker on synthetic correct Kafka-like histories of 1e5 and 1e6 events (invocations +
+completions; 10 keys, concurrency 10, 1-4 micro-ops per op, polls of up to 8 records per key):
+the reference path (`queue.check(h, fast=False)`, i.e. `results(analysis(h))`) and the
+vectorised fast path (`queue.check(h)`, which answers through `queue_fast` on a clean
+history), against the simplest possible checker measured on the same history and in the same
+run: the NATS-style set check (acknowledged sends minus polled values, one pass). Each is
+timed `--runs` times (interleaved, so load changes hit all three alike); min / median / max
+are reported, with events/s, micro-op elements/s and ratios computed from the medians, plus
+how throughput grows from 1e5 to 1e6 (time exponent: 1.0 is linear). The load average is
+printed before and after: on a shared VM the numbers move with it.
 
 Linearizability (`harness.checkers.linearizable`) on one-key register histories of 1k and
 10k operations (read/write/cas, concurrency 5, 1 % crashed ops, unique written values),
 against a baseline that pairs invocations with completions and replays completions in
 order against a register (the cost of touching every op once; no search).
 
-Bounded: well under 3 minutes on one core (`--quick`: 1e5 and 1k only).
+Bounded: a few minutes on one idle core (`--quick`: 1e5 and 1k only; `--queue-only`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from __future__ import annotations
 import argparse
 import gc
 import math
+import os
+import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -30,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.checkers import linearizable, queue, synthetic
+from harness.checkers import linearizable, queue, queue_fast, synthetic
 from harness.history import Op
 
 
@@ -96,29 +102,59 @@ def replay_baseline(history: Sequence[Op]) -> int:
     return mismatches
 
 
-def bench_queue(sizes: list[int]) -> list[dict[str, Any]]:
+def timings(fn: Callable[[], Any], runs: int) -> list[float]:
+    out = []
+    for _ in range(runs):
+        gc.collect()
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def _mmm(ts: list[float]) -> str:
+    return f"{min(ts):6.2f}/{statistics.median(ts):6.2f}/{max(ts):6.2f} s"
+
+
+def load() -> str:
+    try:
+        return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+    except OSError:
+        return "load average unknown"
+
+
+def bench_queue(sizes: list[int], runs: int) -> list[dict[str, Any]]:
     rows = []
     for n in sizes:
         h = synthetic.queue_history(n, seed=1)
-        repeat = 2 if n <= 200_000 else 1
-        t_check = best_of(lambda h=h: queue.analysis(h), repeat)
-        t_base = best_of(lambda h=h: set_baseline(h), repeat)
-        a = queue.analysis(h)
-        assert not a.errors, sorted(a.errors)
+        ref = queue.check(h, fast=False)
+        assert not ref["anomaly_types"], ref["anomaly_types"]
+        assert queue_fast.fast_results(h) == ref, "fast path differs from the reference"
         el = elements(h)
-        rows.append({"events": len(h), "elements": el, "t": t_check, "t_base": t_base})
-        print(
-            f"queue   {len(h):>9,} events  {el:>9,} elements  check {t_check:6.2f} s "
-            f"= {len(h) / t_check / 1e6:5.2f} M events/s, {el / t_check / 1e6:5.2f} M elem/s"
-            f"  | baseline {t_base:5.2f} s  ratio {t_check / t_base:4.1f}x",
-            flush=True,
-        )
+        ts: dict[str, list[float]] = {"ref": [], "fast": [], "base": []}
+        r = runs if n <= 200_000 else max(1, runs - 2)
+        for _ in range(r):  # interleaved
+            ts["ref"] += timings(lambda h=h: queue.check(h, fast=False), 1)
+            ts["fast"] += timings(lambda h=h: queue.check(h), 1)
+            ts["base"] += timings(lambda h=h: set_baseline(h), 1)
+        med = {k: statistics.median(v) for k, v in ts.items()}
+        rows.append({"events": len(h), "elements": el, **med})
+        print(f"queue   {len(h):>9,} events  {el:>9,} elements  ({r} runs, min/median/max)")
+        for name, label in (("ref", "reference"), ("fast", "fast path"), ("base", "baseline")):
+            t = med[name]
+            print(
+                f"  {label:9s} {_mmm(ts[name])}  = {len(h) / t / 1e6:5.2f} M events/s, "
+                f"{el / t / 1e6:5.2f} M elem/s   ratio to baseline {t / med['base']:4.1f}x",
+                flush=True,
+            )
+        print(f"  fast path speed-up over the reference: x{med['ref'] / med['fast']:.1f}")
     if len(rows) >= 2:
         a, b = rows[0], rows[-1]
-        exp = math.log(b["t"] / a["t"]) / math.log(b["events"] / a["events"])
-        gain = (b["events"] / b["t"]) / (a["events"] / a["t"])
-        print(f"queue   growth {a['events']:,} -> {b['events']:,} events: time exponent "
-              f"{exp:.2f} (1.00 = linear); throughput x{gain:.2f}")
+        for name in ("ref", "fast"):
+            exp = math.log(b[name] / a[name]) / math.log(b["events"] / a["events"])
+            gain = (b["events"] / b[name]) / (a["events"] / a[name])
+            print(f"queue   {name:4s} growth {a['events']:,} -> {b['events']:,} events: time "
+                  f"exponent {exp:.2f} (1.00 = linear); throughput x{gain:.2f}")
     return rows
 
 
@@ -153,9 +189,16 @@ def bench_linearizable(sizes: list[int]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--runs", type=int, default=5, help="timed runs per size (1e6: runs - 2)")
+    ap.add_argument("--queue-only", action="store_true")
     args = ap.parse_args()
     t0 = time.perf_counter()
-    bench_queue([100_000] if args.quick else [100_000, 1_000_000])
+    print(f"{load()}, {os.cpu_count()} CPUs", flush=True)
+    bench_queue([100_000] if args.quick else [100_000, 1_000_000], args.runs)
+    print(load(), flush=True)
+    if args.queue_only:
+        print(f"total {time.perf_counter() - t0:.1f} s")
+        return
     bench_linearizable([1_000] if args.quick else [1_000, 10_000])
     print(f"total {time.perf_counter() - t0:.1f} s")
 
