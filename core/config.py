@@ -23,6 +23,7 @@ class Bugs:
     skip_truncate_same_leader: bool = False
     hw_over_committed_isr: bool = False
     no_controller_epoch_check: bool = False
+    offsets_before_epoch_start: bool = False
 
     def enabled(self) -> tuple[str, ...]:
         return tuple(f.name for f in fields(self) if getattr(self, f.name))

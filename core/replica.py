@@ -683,7 +683,10 @@ def on_list_offsets(
     if error == Errors.NONE:
         if timestamp == -2:
             offset = rs.log_start_offset
-        elif rs.high_watermark < rs.leader_epoch_start_offset:
+        elif (
+            rs.high_watermark < rs.leader_epoch_start_offset
+            and not cfg.bugs.offsets_before_epoch_start
+        ):
             # KIP-207: a new leader's HW may lag the old one's; refuse until it has caught up
             # with its own epoch start so the latest offset never goes backwards.
             error = Errors.OFFSET_NOT_AVAILABLE

@@ -63,6 +63,7 @@ def spec_check(
     zk_watches: Annotated[str | None, typer.Option(help="sync or async")] = None,
     isr_writes: Annotated[str | None, typer.Option(help="sync or async")] = None,
     rebalance: Annotated[bool | None, typer.Option(help="auto leader rebalance may fire")] = None,
+    list_offsets: Annotated[int | None, typer.Option(help="client ListOffsets requests")] = None,
     invariant: Annotated[list[str] | None, typer.Option(
         help="check only this invariant (repeatable); default: all")] = None,
     strategy: Annotated[str | None, typer.Option(
@@ -101,7 +102,7 @@ def spec_check(
         controller_epochs=controller_epochs, crashes=crashes, lossy_crashes=lossy_crashes,
         expiries=expiries, leader_moves=leader_moves, drops=drops, duplicates=duplicates,
         acks=acks, network=network, zk_watches=zk_watches, isr_writes=isr_writes,
-        rebalance=rebalance,
+        rebalance=rebalance, list_offsets=list_offsets,
     ).items() if v is not None}
     try:
         bounds = dataclasses.replace(bounds, **overrides)

@@ -134,6 +134,14 @@ CATALOGUE: tuple[BugScenario, ...] = (
         Bounds(brokers=2, records=2, leader_epochs=2, crashes=0, isr_writes="async", acks=1),
     ),
     BugScenario(
+        "offsets-before-epoch-start", "B17",
+        "a new leader answers ListOffsets before its HW reaches the start of its epoch "
+        "(before KIP-207): the latest offset a client sees goes backwards",
+        "offsets_before_epoch_start", (),
+        Bounds(brokers=2, records=1, leader_epochs=2, crashes=0, leader_moves=1,
+               list_offsets=2, drops=1),
+    ),
+    BugScenario(
         "unclean-shutdown-epoch-reuse", "B16 family (KIP-966)",
         "a leader loses its page cache in a machine crash and, still named leader in "
         "ZooKeeper, leads the same epoch again after restart: it writes a different record "

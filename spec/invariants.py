@@ -161,6 +161,15 @@ def single_leader_per_epoch(w: World) -> str | None:
     return None
 
 
+def list_offsets_monotonic(w: World) -> str | None:
+    """The latest offset ListOffsets returns never goes backwards across leader changes
+    (KIP-207): a new leader answers only once its HW reaches its epoch start."""
+    if w.ghost.listed_backwards:
+        return (f"ListOffsets returned a latest offset below {w.ghost.latest_listed}, which "
+                "an earlier request had been given")
+    return None
+
+
 def controller_cache_matches_zk(w: World) -> str | None:
     """The active controller's view of the partition is ZooKeeper's, once it has processed
     the notifications it was sent: a write it did not make (a zombie controller's) would
@@ -240,6 +249,7 @@ STATE_INVARIANTS: tuple[Invariant, ...] = (
     Invariant("consistent_read", consistent_read),
     Invariant("single_leader_per_epoch", single_leader_per_epoch),
     Invariant("controller_cache_matches_zk", controller_cache_matches_zk),
+    Invariant("list_offsets_monotonic", list_offsets_monotonic),
 )
 
 STEP_INVARIANTS: tuple[tuple[str, StepCheck], ...] = (

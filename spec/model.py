@@ -65,6 +65,7 @@ class Bounds:
     # "async": it stays in flight until a separate action applies it (KIP-497's window)
     isr_writes: str = "sync"
     rebalance: bool = False  # the controller's auto leader rebalance timer may fire
+    list_offsets: int = 0  # client ListOffsets(latest) requests to the current leader
 
     def __post_init__(self) -> None:
         if not 1 <= self.brokers <= 5:
@@ -76,7 +77,7 @@ class Bounds:
         if self.acks not in (0, 1, -1):
             raise ValueError("acks must be 0, 1 or -1")
         for name in ("records", "leader_epochs", "controller_epochs", "crashes", "expiries",
-                     "leader_moves", "drops", "duplicates"):
+                     "leader_moves", "list_offsets", "drops", "duplicates"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
 
@@ -327,6 +328,7 @@ class Model:
                     out += self._act(w2, ("produce", i, rid), i, produce)
         out += self._faults(w)
         out += self._moves(w)
+        out += self._list_offsets(w)
         for k, pw in enumerate(w.zk.pending):
             out += self._complete_write(w, k, pw)
         return [(a, self._tidy(s)) for a, s in out if self._within_bounds(s)]
@@ -353,6 +355,19 @@ class Model:
         label: Action = ("zk-write", pw.broker_id, k)
         return [((*label, tuple(d.choices)) if d.choices else label, d.freeze())
                 for d in self._run(bld, queue)]
+
+    def _list_offsets(self, w: World) -> list[tuple[Action, World]]:
+        """A client asks the broker that ZooKeeper names leader for the latest offset, with
+        the leader epoch its metadata says (KIP-320 fencing); the ghost remembers the
+        largest answer, which must never go backwards (KIP-207)."""
+        p, g = w.zk.partition, w.ghost
+        if p is None or p.leader == NO_LEADER or g.listings >= self.bounds.list_offsets:
+            return []
+        if not w.nodes[p.leader].alive:
+            return []
+        w2 = w._replace(ghost=g._replace(listings=g.listings + 1))
+        request = ev.ListOffsetsReceived(g.listings, TP, -1, p.leader_epoch)
+        return self._act(w2, ("list-offsets", p.leader), p.leader, request)
 
     def _moves(self, w: World) -> list[tuple[Action, World]]:
         """An operator moves leadership to another live ISR member (bounded)."""
@@ -551,6 +566,13 @@ class Model:
                 armed = bld.timers[i]
                 if key in (bld.nodes[i].timers if armed is None else armed):
                     bld.timer_set(i).discard(key)
+            case fx.ListOffsetsReply(error=error, offset=offset):
+                g = bld.ghost
+                if error == 0:
+                    bld.ghost = g._replace(
+                        latest_listed=max(g.latest_listed, offset),
+                        listed_backwards=g.listed_backwards or offset < g.latest_listed,
+                    )
             case fx.ProduceReply(request_id=rid, error=error):
                 if error == 0:
                     bld.ghost = bld.ghost._replace(acked=bld.ghost.acked | {rid})

@@ -48,6 +48,7 @@ _ACTION_TEXT: dict[str, str] = {
     "zk-write": "ZooKeeper applies broker {1}'s ISR write{choice}",
     "move-leader": "an operator asks the controller to move leadership to broker {1}{choice}",
     "restart": "broker {1} restarts from its disk{choice}",
+    "list-offsets": "a client asks leader {1} for the latest offset (ListOffsets){choice}",
 }
 
 

@@ -86,6 +86,9 @@ class Ghost(NamedTuple):
     drops: int = 0
     duplicates: int = 0
     moves: int = 0
+    listings: int = 0
+    latest_listed: int = 0  # the largest "latest offset" ListOffsets ever returned
+    listed_backwards: bool = False
 
 
 class World(NamedTuple):

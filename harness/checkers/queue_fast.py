@@ -224,31 +224,63 @@ def _fast(history: Sequence[Op], policy: QueuePolicy | None) -> dict[str, Any]:
         r_: I64 = kid * vspan + (v - vmin)
         return r_
 
-    # ok reads (k, v)
+    K = max(nk, 1)
+    nrun = len(run_n)
+    run_start = np.zeros(nrun, dtype=np.int64)
+    if nrun:
+        run_start[1:] = np.cumsum(run_n_a)[:-1]
     ok_rec = is_ok[rec_r]
-    okread = np.unique(kv(rec_kid[ok_rec], rec_v[ok_rec]))
+
+    # ---- the one big sort: poll records by (key, offset); mostly sorted already
+    pko = rec_kid * ospan + rec_o
+    porder = np.argsort(pko, kind="stable")
+    pko_s = pko[porder]
+    pv_s = rec_v[porder]
+    starts = np.ones(len(pko_s), dtype=bool)
+    if len(pko_s):
+        same_o = pko_s[1:] == pko_s[:-1]
+        if (same_o & (pv_s[1:] != pv_s[:-1])).any():
+            raise Fallback("inconsistent offsets")
+        starts[1:] = ~same_o
+    entry_sorted = np.cumsum(starts) - 1
+    pent_ko = pko_s[starts]
+    pent_v = pv_s[starts]
+    pent_kid = pent_ko // ospan
+    okflag = np.zeros(len(pent_ko), dtype=bool)
+    okflag[entry_sorted[ok_rec[porder]]] = True
+    entry_of_rec = np.empty(len(pko), dtype=np.int64)
+    entry_of_rec[porder] = entry_sorted
+    pkv = kv(pent_kid, pent_v)
+    pkv_order = np.argsort(pkv, kind="stable")
+    pkv_s = pkv[pkv_order]
+    if len(pkv_s) > 1 and (pkv_s[1:] == pkv_s[:-1]).any():
+        raise Fallback("duplicate")
+
+    def poll_entry(codes: I64) -> I64:
+        if len(pkv_s) == 0:
+            return np.full(len(codes), -1, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(pkv_s, codes), len(pkv_s) - 1)
+        out: I64 = np.where(pkv_s[pos] == codes, pkv_order[pos], -1)
+        return out
+
     s_kv = kv(s_kid, sv_a)
     s_type = tcode[sr_a]
+    s_ent = poll_entry(s_kv)
+    read_ok = (s_ent >= 0) & okflag[np.maximum(s_ent, 0)] if len(s_ent) else s_ent >= 0
     # G1a: a failed send read by an ok op
-    if _isin_sorted(okread, s_kv[s_type == 2]).any():
+    if (read_ok & (s_type == 2)).any():
         raise Fallback("G1a")
     # unseen: ok sends never read by an ok op
-    if not _isin_sorted(okread, s_kv[s_type == 0]).all():
+    if (~read_ok & (s_type == 0)).any():
         raise Fallback("unseen")
     # committed info ops: some send of theirs was read by an ok op
     committed = is_ok.copy()
-    info_s = s_type == 1
-    if info_s.any():
-        hit = _isin_sorted(okread, s_kv[info_s])
-        committed[sr_a[info_s][hit]] = True
+    committed[sr_a[read_ok & (s_type == 1)]] = True
 
-    # ---- version orders
+    # ---- version orders: poll entries + sends that count
     s_vo = so_known_a & committed[sr_a]
-    vo_kid = np.concatenate([rec_kid, s_kid[s_vo]])
-    vo_o = np.concatenate([rec_o, so_a[s_vo]])
-    vo_v = np.concatenate([rec_v, sv_a[s_vo]])
-    ko = vo_kid * ospan + vo_o
-    # mostly sorted already (polls read offsets in order): a stable sort is a cheap merge
+    ko = np.concatenate([pent_ko, s_kid[s_vo] * ospan + so_a[s_vo]])
+    vo_v = np.concatenate([pent_v, sv_a[s_vo]])
     order = np.argsort(ko, kind="stable")
     ko_s = ko[order]
     v_s = vo_v[order]
@@ -278,31 +310,38 @@ def _fast(history: Sequence[Op], policy: QueuePolicy | None) -> dict[str, Any]:
         out: I64 = np.where(kv_sorted[pos] == codes, idx_of_kv[pos], -1)
         return out
 
-    # lost writes: per key, the ok-read values with an index are exactly 0..bound
-    ok_idx = index_of(okread)
-    known = ok_idx >= 0
-    ok_k = okread[known] // vspan
-    if len(ok_k):
-        cnt = np.bincount(ok_k, minlength=nk)
+    # every poll entry is in VO, and (no duplicates) its value's index is its offset's
+    pent_dense = np.searchsorted(ko_s, pent_ko) - first_pos[pent_kid]
+    # lost writes: per key, the ok-read values (distinct entries) are exactly 0..bound
+    okr_kid = pent_kid[okflag]
+    if len(okr_kid):
+        cnt = np.bincount(okr_kid, minlength=nk)
         bound = np.full(nk, -1, dtype=np.int64)
-        np.maximum.at(bound, ok_k, ok_idx[known])
+        np.maximum.at(bound, okr_kid, pent_dense[okflag])
         if (cnt != bound + 1).any():
             raise Fallback("lost-write candidates")
 
     # ---- internal skips / nonmonotonic runs, polls then sends
-    rec_idx = index_of(kv(rec_kid, rec_v))
-    g_code = rec_r * max(nk, 1) + rec_kid
-    rord = np.argsort(g_code, kind="stable")  # history order inside an (op, key) run
-    g_s = g_code[rord]
-    i_s = rec_idx[rord]
+    rec_idx = pent_dense[entry_of_rec] if len(entry_of_rec) else entry_of_rec
+    run_code = run_r_a * K + run_kid
+    ucode = np.unique(run_code)
+    single = len(ucode) == nrun  # each (op, key) read in one run: records are grouped
+    if single:
+        g_s = np.repeat(np.arange(nrun), run_n_a)
+        i_s = rec_idx
+    else:
+        g_code = rec_r * K + rec_kid
+        rord = np.argsort(g_code, kind="stable")  # history order inside an (op, key) run
+        g_s = g_code[rord]
+        i_s = rec_idx[rord]
     if len(g_s) > 1:
         same = g_s[1:] == g_s[:-1]
         both = (i_s[1:] >= 0) & (i_s[:-1] >= 0)
         if (same & both & (np.diff(i_s) != 1)).any():
             raise Fallback("internal poll")
     s_idx = index_of(s_kv)
-    sord = np.argsort(sr_a * max(nk, 1) + s_kid, kind="stable")
-    sg = (sr_a * max(nk, 1) + s_kid)[sord]
+    sord = np.argsort(sr_a * K + s_kid, kind="stable")
+    sg = (sr_a * K + s_kid)[sord]
     si_s = s_idx[sord]
     if len(sg) > 1:
         same = sg[1:] == sg[:-1]
@@ -348,8 +387,9 @@ def _fast(history: Sequence[Op], policy: QueuePolicy | None) -> dict[str, Any]:
         if len(g_r) < 2:
             return
         g_pid = pid_of_rec[g_r]
-        o2 = np.lexsort((g_r, g_kid, g_pid))
-        seg = g_pid[o2] * max(nk, 1) + g_kid[o2]
+        seg_all = g_pid * K + g_kid
+        o2 = np.argsort(seg_all * stride + g_r)
+        seg = seg_all[o2]
         n = len(o2)
         pos = np.arange(n)
         starts = np.ones(n, dtype=bool)
@@ -377,21 +417,24 @@ def _fast(history: Sequence[Op], policy: QueuePolicy | None) -> dict[str, Any]:
             raise Fallback("across ops")
 
     # poll runs per (op, key), empty ones included (an empty ok run resets the position)
-    run_code = run_r_a * max(nk, 1) + run_kid
-    ucode = np.unique(run_code)
-    if len(ucode):
-        cnt_g = np.zeros(len(ucode), dtype=np.int64)
-        np.add.at(cnt_g, np.searchsorted(ucode, run_code), run_n_a)
-        lo = np.searchsorted(g_s, ucode, "left")
-        hi = np.searchsorted(g_s, ucode, "right")
+    if nrun:
+        if single:
+            u_code = run_code
+            lo = run_start
+            hi = run_start + run_n_a
+        else:
+            u_code = ucode
+            lo = np.searchsorted(g_s, ucode, "left")
+            hi = np.searchsorted(g_s, ucode, "right")
         nonempty = hi > lo
-        first_i = np.where(nonempty, i_s[np.minimum(lo, max(len(i_s) - 1, 0))]
-                           if len(i_s) else -1, -1)
-        last_i = np.where(nonempty, i_s[np.maximum(hi - 1, 0)] if len(i_s) else -1, -1)
-        g_r = ucode // max(nk, 1)
-        g_kid = ucode % max(nk, 1)
+        if len(i_s):
+            first_i = np.where(nonempty, i_s[np.minimum(lo, len(i_s) - 1)], -1)
+            last_i = np.where(nonempty, i_s[np.maximum(hi - 1, 0)], -1)
+        else:
+            first_i = last_i = np.full(len(u_code), -1, dtype=np.int64)
+        g_r = u_code // K
         # only non-empty runs are compared; every ok run moves the position
-        across(g_r, g_kid, np.where(nonempty, first_i, -1), last_i, is_ok[g_r], False)
+        across(g_r, u_code % K, first_i, last_i, is_ok[g_r], False)
     # send runs of ok/info ops
     if len(sg):
         sends_r = sr_a[sord]

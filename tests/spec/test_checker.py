@@ -28,6 +28,7 @@ EXPECTED_STEPS: dict[str, int | None] = {
     "skip-truncate-same-leader": None,
     "hw-over-committed-isr": 8,
     "no-controller-epoch-check": 6,
+    "offsets-before-epoch-start": 10,
     "unclean-shutdown-epoch-reuse": 9,
 }
 
