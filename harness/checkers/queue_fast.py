@@ -23,11 +23,18 @@ It also computes what a clean result map carries besides anomalies: the worst re
 (per-process positions as a dense rows x keys matrix: assign/subscribe resets, segmented
 running maxima; `expired[k][i]` from a running maximum of offsets per key), the `info` error
 causes and the counts. When any check finds something — or the history is outside what the
-fast path handles (non-integer or bool-free keys/values assumed integral, `None` poll offsets,
-negative offsets, a `rebalance_log`, a tie for the worst lag inside one op, very many keys) —
-it returns `None` and `queue.check` runs the reference, which produces the anomaly details.
-So results are identical whenever the fast path answers; histories with anomalies cost one
-fast attempt plus the reference.
+fast path handles (keys, values, offsets or processes that are not Python ints, `None` poll
+offsets, negative offsets, a `rebalance_log`, an assign of a key no op touches, a tie for the
+worst lag inside one op, a lag matrix above `MAX_LAG_CELLS`) — it returns `None` and
+`queue.check` runs the reference, which produces the anomaly details. So results are
+identical whenever the fast path answers (a clean result does not depend on `all_errors`);
+a history with anomalies costs one fast attempt plus the reference. (bool values are taken
+as the ints they equal, as the reference's dicts and sets do.)
+
+Cost: one Python pass over the ops (the floor: decoding nested lists), one conversion of
+the poll records to int64 (about 35 ns per int), one stable argsort of the poll records by
+(key, offset) — mostly sorted already — and O(n) numpy passes; everything else works on per
+(op, key) runs, sends and the deduplicated log, which are several times smaller.
 """
 
 from __future__ import annotations
@@ -324,20 +331,27 @@ def _fast(history: Sequence[Op], policy: QueuePolicy | None) -> dict[str, Any]:
     # ---- internal skips / nonmonotonic runs, polls then sends
     rec_idx = pent_dense[entry_of_rec] if len(entry_of_rec) else entry_of_rec
     run_code = run_r_a * K + run_kid
-    ucode = np.unique(run_code)
-    single = len(ucode) == nrun  # each (op, key) read in one run: records are grouped
-    if single:
-        g_s = np.repeat(np.arange(nrun), run_n_a)
-        i_s = rec_idx
-    else:
-        g_code = rec_r * K + rec_kid
-        rord = np.argsort(g_code, kind="stable")  # history order inside an (op, key) run
-        g_s = g_code[rord]
-        i_s = rec_idx[rord]
-    if len(g_s) > 1:
-        same = g_s[1:] == g_s[:-1]
-        both = (i_s[1:] >= 0) & (i_s[:-1] >= 0)
-        if (same & both & (np.diff(i_s) != 1)).any():
+    ne = run_n_a > 0
+    rf = np.full(nrun, -1, dtype=np.int64)  # index of each run's first / last value
+    rl = np.full(nrun, -1, dtype=np.int64)
+    rf[ne] = rec_idx[run_start[ne]]
+    rl[ne] = rec_idx[run_start[ne] + run_n_a[ne] - 1]
+    if len(rec_idx) > 1:  # consecutive reads inside one run
+        new_run = np.zeros(len(rec_idx), dtype=bool)
+        new_run[run_start[ne]] = True
+        both = (rec_idx[1:] >= 0) & (rec_idx[:-1] >= 0)
+        if (~new_run[1:] & both & (np.diff(rec_idx) != 1)).any():
+            raise Fallback("internal poll")
+    # an op may read a key in several poll micro-ops: its reads of k are their concatenation
+    c_ne = run_code[ne]
+    c_order = np.argsort(c_ne, kind="stable")
+    c_s = c_ne[c_order]
+    f_s = rf[ne][c_order]
+    l_s = rl[ne][c_order]
+    if len(c_s) > 1:
+        join = c_s[1:] == c_s[:-1]
+        both = (l_s[:-1] >= 0) & (f_s[1:] >= 0)
+        if (join & both & (f_s[1:] - l_s[:-1] != 1)).any():
             raise Fallback("internal poll")
     s_idx = index_of(s_kv)
     sord = np.argsort(sr_a * K + s_kid, kind="stable")
@@ -418,18 +432,13 @@ def _fast(history: Sequence[Op], policy: QueuePolicy | None) -> dict[str, Any]:
 
     # poll runs per (op, key), empty ones included (an empty ok run resets the position)
     if nrun:
-        if single:
-            u_code = run_code
-            lo = run_start
-            hi = run_start + run_n_a
-        else:
-            u_code = ucode
-            lo = np.searchsorted(g_s, ucode, "left")
-            hi = np.searchsorted(g_s, ucode, "right")
+        u_code = np.unique(run_code)
+        lo = np.searchsorted(c_s, u_code, "left")
+        hi = np.searchsorted(c_s, u_code, "right")
         nonempty = hi > lo
-        if len(i_s):
-            first_i = np.where(nonempty, i_s[np.minimum(lo, len(i_s) - 1)], -1)
-            last_i = np.where(nonempty, i_s[np.maximum(hi - 1, 0)], -1)
+        if len(c_s):
+            first_i = np.where(nonempty, f_s[np.minimum(lo, len(c_s) - 1)], -1)
+            last_i = np.where(nonempty, l_s[np.maximum(hi - 1, 0)], -1)
         else:
             first_i = last_i = np.full(len(u_code), -1, dtype=np.int64)
         g_r = u_code // K
@@ -449,7 +458,7 @@ def _fast(history: Sequence[Op], policy: QueuePolicy | None) -> dict[str, Any]:
 
     worst = _worst_lag(
         nk, tcode, nonfail, fsend, time_a, inv_a, pid_of_rec, proc_ix, key_ix, subs,
-        rec_r, rec_kid, rec_o, sr_a, s_kid, so_a, so_known_a, run_r_a, run_kid,
+        _run_max(rec_o, run_start, run_n_a), sr_a, s_kid, so_a, so_known_a, run_r_a, run_kid,
     )
     if worst is None:
         worst_d: dict[str, Any] = {"time_ns": 0, "lag_ns": 0, "process": None, "key": None}
@@ -473,6 +482,15 @@ def _fast(history: Sequence[Op], policy: QueuePolicy | None) -> dict[str, Any]:
     }
 
 
+def _run_max(rec_o: I64, run_start: I64, run_n: I64) -> I64:
+    """The largest offset of each poll run; -1 for an empty run."""
+    out = np.full(len(run_n), -1, dtype=np.int64)
+    ne = run_n > 0
+    if ne.any():
+        out[ne] = np.maximum.reduceat(rec_o, run_start[ne])
+    return out
+
+
 def _precommitted_check(op: Op) -> None:
     reads: dict[Any, list[Any]] = {}
     writes: dict[Any, list[Any]] = {}
@@ -493,18 +511,16 @@ def _precommitted_check(op: Op) -> None:
 def _worst_lag(
     nk: int, tcode: I64, nonfail: npt.NDArray[np.bool_], fsend: npt.NDArray[np.bool_],
     time_a: I64, inv_a: I64, pid_of_rec: I64, proc_ix: dict[int, int], key_ix: dict[int, int],
-    subs: list[tuple[int, Any, str, str, Any]], rec_r: I64, rec_kid: I64, rec_o: I64,
-    sr_a: I64, s_kid: I64, so_a: I64, so_known: npt.NDArray[np.bool_], run_r: I64,
-    run_kid: I64,
+    subs: list[tuple[int, Any, str, str, Any]], run_max: I64, sr_a: I64, s_kid: I64,
+    so_a: I64, so_known: npt.NDArray[np.bool_], run_r: I64, run_kid: I64,
 ) -> tuple[int, int, int, int] | None:
     """(lag, invoke time, op position, key id) of the first worst realtime-lag sample."""
     nrec = len(tcode)
     K = max(nk, 1)
-    # maxo per (op, key): poll records (a polled key with no records counts -1), known sends
+    # maxo per (op, key): poll runs (a polled key with no records counts -1), known sends
     s_ok = so_known & nonfail[sr_a]
-    codes = np.concatenate([run_r * K + run_kid, rec_r * K + rec_kid,
-                            sr_a[s_ok] * K + s_kid[s_ok]])
-    ovals = np.concatenate([np.full(len(run_r), -1, dtype=np.int64), rec_o, so_a[s_ok]])
+    codes = np.concatenate([run_r * K + run_kid, sr_a[s_ok] * K + s_kid[s_ok]])
+    ovals = np.concatenate([run_max, so_a[s_ok]])
     if len(codes) == 0:
         ucodes = codes
         maxo = ovals
