@@ -238,25 +238,39 @@ def _fast(history: Sequence[Op], policy: QueuePolicy | None) -> dict[str, Any]:
         run_start[1:] = np.cumsum(run_n_a)[:-1]
     ok_rec = is_ok[rec_r]
 
-    # ---- the one big sort: poll records by (key, offset); mostly sorted already
+    # ---- poll records by (key, offset): the log entries they make
     pko = rec_kid * ospan + rec_o
-    porder = np.argsort(pko, kind="stable")
-    pko_s = pko[porder]
-    pv_s = rec_v[porder]
-    starts = np.ones(len(pko_s), dtype=bool)
-    if len(pko_s):
-        same_o = pko_s[1:] == pko_s[:-1]
-        if (same_o & (pv_s[1:] != pv_s[:-1])).any():
+    if K * ospan <= 8 * len(pko) + (1 << 20):
+        # offsets are dense: a table indexed by (key, offset), no sort
+        table = np.zeros(K * ospan, dtype=np.int64)
+        table[pko] = rec_v
+        if (table[pko] != rec_v).any():
             raise Fallback("inconsistent offsets")
-        starts[1:] = ~same_o
-    entry_sorted = np.cumsum(starts) - 1
-    pent_ko = pko_s[starts]
-    pent_v = pv_s[starts]
+        seen = np.zeros(K * ospan, dtype=bool)
+        seen[pko] = True
+        pent_ko = np.nonzero(seen)[0].astype(np.int64)
+        pent_v = table[pent_ko]
+        eid = table  # reuse: entry id per (key, offset)
+        eid[pent_ko] = np.arange(len(pent_ko))
+        entry_of_rec = eid[pko]
+    else:
+        porder = np.argsort(pko, kind="stable")
+        pko_s = pko[porder]
+        pv_s = rec_v[porder]
+        starts = np.ones(len(pko_s), dtype=bool)
+        if len(pko_s):
+            same_o = pko_s[1:] == pko_s[:-1]
+            if (same_o & (pv_s[1:] != pv_s[:-1])).any():
+                raise Fallback("inconsistent offsets")
+            starts[1:] = ~same_o
+        entry_sorted = np.cumsum(starts) - 1
+        pent_ko = pko_s[starts]
+        pent_v = pv_s[starts]
+        entry_of_rec = np.empty(len(pko), dtype=np.int64)
+        entry_of_rec[porder] = entry_sorted
     pent_kid = pent_ko // ospan
     okflag = np.zeros(len(pent_ko), dtype=bool)
-    okflag[entry_sorted[ok_rec[porder]]] = True
-    entry_of_rec = np.empty(len(pko), dtype=np.int64)
-    entry_of_rec[porder] = entry_sorted
+    okflag[entry_of_rec[ok_rec]] = True
     pkv = kv(pent_kid, pent_v)
     pkv_order = np.argsort(pkv, kind="stable")
     pkv_s = pkv[pkv_order]
@@ -525,14 +539,20 @@ def _worst_lag(
         ucodes = codes
         maxo = ovals
     else:
-        ucodes, inv = np.unique(codes, return_inverse=True)
-        maxo = np.full(len(ucodes), -1, dtype=np.int64)
-        np.maximum.at(maxo, inv.ravel(), ovals)
+        co = np.argsort(codes, kind="stable")
+        c_sorted = codes[co]
+        first = np.ones(len(co), dtype=bool)
+        first[1:] = c_sorted[1:] != c_sorted[:-1]
+        ucodes = c_sorted[first]
+        maxo = np.maximum.reduceat(ovals[co], np.nonzero(first)[0])
     m_r = ucodes // K
     m_kid = ucodes % K
     # expired[k][i]: time of the first non-fail op (history order) with maxo[k] >= i
     ev = nonfail[m_r] & (maxo >= 0) & (maxo < MAX_LAG_OFFSET)
-    eo = np.lexsort((m_r[ev], m_kid[ev]))
+    # ucodes are sorted by (op, key): a stable sort by key (radix for small ints) gives
+    # (key, op) order
+    kid_ev = m_kid[ev]
+    eo = np.argsort(kid_ev.astype(np.int16) if K < 1 << 15 else kid_ev, kind="stable")
     e_kid = m_kid[ev][eo]
     e_t = time_a[m_r[ev][eo]]
     e_cm = np.maximum.accumulate(e_kid * _BIG + maxo[ev][eo]) if len(eo) else e_kid
