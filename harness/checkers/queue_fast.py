@@ -39,6 +39,7 @@ the poll records to int64 (about 35 ns per int), one stable argsort of the poll 
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Mapping, Sequence
 from itertools import chain
 from typing import Any, Final
@@ -102,10 +103,17 @@ def fast_results(
 ) -> dict[str, Any] | None:
     """`queue.results(queue.analysis(history), ...)` when the fast path can prove the history
     clean, else `None`."""
+    # the pass allocates few container objects, but a cyclic-GC run mid-pass would traverse
+    # the whole history (millions of lists): pause the collector, restore it after
+    was_enabled = gc.isenabled()
+    gc.disable()
     try:
         return _fast(history, policy)
     except Fallback:
         return None
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _fast(history: Sequence[Op], policy: QueuePolicy | None) -> dict[str, Any]:
