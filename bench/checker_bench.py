@@ -13,12 +13,12 @@ are reported, with events/s, micro-op elements/s and ratios computed from the me
 how throughput grows from 1e5 to 1e6 (time exponent: 1.0 is linear). The load average is
 printed before and after: on a shared VM the numbers move with it.
 
-Last run (2026-11-21, 2-core VM with two other CPU-bound jobs, load average 1.4-2.6; medians
-of 5 / 3 runs, in M events/s): 1e5 events — reference 0.13, fast path 0.24, set baseline 0.42;
-1e6 events — reference 0.11, fast path 0.12, baseline 0.29. The fast path's floor is decoding
-the Python `Op` lists (one pass + converting ~14 int objects per event to int64: more than
-half its time, and growing super-linearly with the heap); the numpy checks themselves are a
-minority. The 1 M events/s aim needs columnar input (e.g. poll records recorded or read
+Last run (2026-11-21, 2-core VM with other CPU-bound jobs running, load average 1.9-2.0;
+medians of 5 / 3 runs, in M events/s): 1e5 events — reference 0.14, fast path 0.27, set
+baseline 0.53; 1e6 events — reference 0.13, fast path 0.19, baseline 0.51. The fast path's
+floor is decoding the Python `Op` lists (one pass, then converting ~14 int objects per event
+to int64): more than half its time, growing super-linearly with the heap; the numpy checks
+are a minority. The 1 M events/s aim needs columnar input (e.g. poll records recorded or read
 from Parquet as int columns), not faster checks.
 
 Linearizability (`harness.checkers.linearizable`) on one-key register histories of 1k and
