@@ -38,6 +38,7 @@ from typing import Any
 import z3
 
 from core.config import Bugs
+from spec.z3.predicates import LeadershipPredicates
 from spec.z3.rules import (
     FollowerSlot,
     ZBool,
@@ -110,7 +111,7 @@ class BmcConfig:
 # ------------------------------------------------------------------------------ state
 
 
-class Frame:
+class Frame(LeadershipPredicates):
     """The state variables of one time step, by name."""
 
     def __init__(self, cfg: BmcConfig, t: int) -> None:
@@ -167,16 +168,6 @@ class Frame:
         for i in range(1, self.cfg.log_size):
             out = z3.If(offset == i, self[f"{kind}.{r}.{i}"], out)
         return out
-
-    def presumes(self, r: int) -> ZBool:
-        return self[f"ldr.{r}"] == r
-
-    def follows_in_epoch(self, leader: int, f: int) -> ZBool:
-        return z3.And(self.presumes(leader), self[f"ldr.{f}"] == leader,
-                      self[f"ep.{f}"] == self[f"ep.{leader}"])
-
-    def true_leader(self, r: int) -> ZBool:
-        return z3.And(self["q_ldr"] == r, self.presumes(r), self[f"ep.{r}"] == self["q_ep"])
 
     def isr_size(self, r: int) -> ZInt:
         return z_count([self[f"isr.{r}.{j}"] for j in range(self.cfg.replicas)], self.lit(0))

@@ -43,6 +43,7 @@ from typing import Any
 import z3
 
 from core.config import Bugs
+from spec.z3.predicates import LeadershipPredicates
 from spec.z3.rules import (
     FollowerSlot,
     ZBool,
@@ -60,7 +61,7 @@ TIMEOUT_MS = 20_000
 ENABLED_TIMEOUT_MS = 2_000
 
 
-class State:
+class State(LeadershipPredicates):
     def __init__(self, n: int, tag: str) -> None:
         self.n = n
         self.tag = tag
@@ -88,16 +89,6 @@ class State:
     def same(self, r1: int, r2: int, i: ZInt) -> ZBool:
         a, b = self.rec(r1, i), self.rec(r2, i)
         return z3.And(i < self[f"leo.{r1}"], i < self[f"leo.{r2}"], a[0] == b[0], a[1] == b[1])
-
-    def presumes(self, r: int) -> ZBool:
-        return self[f"ldr.{r}"] == r
-
-    def follows_in_epoch(self, leader: int, f: int) -> ZBool:
-        return z3.And(self.presumes(leader), self[f"ldr.{f}"] == leader,
-                      self[f"ep.{f}"] == self[f"ep.{leader}"])
-
-    def true_leader(self, r: int) -> ZBool:
-        return z3.And(self["q_ldr"] == r, self.presumes(r), self[f"ep.{r}"] == self["q_ep"])
 
 
 # ------------------------------------------------------------------------------ invariant
