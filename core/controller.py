@@ -289,6 +289,34 @@ def on_topics_changed(
     return c, out
 
 
+def on_topics_deleted(
+    c: ControllerState, topics: tuple[str, ...]
+) -> tuple[ControllerState, Effects]:
+    """`/admin/delete_topics` children appeared (Kafka's TopicDeletionManager, simplified):
+    every live replica stops and deletes its log, the partitions leave the controller's view
+    and the brokers' metadata, and the topic's znodes go. A replica that is offline keeps its
+    log until an operator removes it (Kafka would retry the deletion when it returns)."""
+    doomed = tuple(p for p in c.partitions if p.tp.topic in topics)
+    names = tuple(sorted({p.tp.topic for p in doomed} | set(topics)))
+    if not names:
+        return c, []
+    live = _live_ids(c)
+    out: Effects = []
+    for b in sorted(live):
+        tps = tuple(p.tp for p in doomed if b in p.assignment)
+        if tps:
+            req = StopReplicaRequest(c.broker_id, c.controller_epoch, _broker_epoch(c, b), tps,
+                                     True)
+            out.append(fx.Send(b, req))
+    c = c._replace(
+        partitions=tuple(p for p in c.partitions if p.tp.topic not in topics),
+        pending=tuple(e for e in c.pending if e.tp.topic not in topics),
+    )
+    out += _update_metadata(c)
+    out += [fx.ZkDeleteTopic(t) for t in names]
+    return c, out
+
+
 def on_isr_changed(
     c: ControllerState, partitions: tuple[PartitionSnapshot, ...]
 ) -> tuple[ControllerState, Effects]:

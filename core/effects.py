@@ -113,6 +113,14 @@ class ZkNotifyIsrChange:
 
 
 @dataclass(frozen=True, slots=True)
+class ZkDeleteTopic:
+    """Remove a deleted topic's znodes: assignment, partition states, config, and its
+    `/admin/delete_topics` marker."""
+
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
 class ProduceReply:
     request_id: int
     tp: TopicPartition
@@ -154,6 +162,7 @@ Effect = (
     | ZkResignController
     | ZkWritePartitionState
     | ZkNotifyIsrChange
+    | ZkDeleteTopic
     | ProduceReply
     | ConsumerFetchReply
     | ListOffsetsReply

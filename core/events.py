@@ -66,6 +66,13 @@ class TopicsChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class TopicsDeleted:
+    """Topics were marked for deletion under `/admin/delete_topics` (controller only)."""
+
+    topics: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class IsrChanged:
     """An ISR change notification: leaders rewrote these partitions' state (controller only)."""
 
@@ -155,6 +162,7 @@ Event = (
     | ControllerElection
     | BrokersChanged
     | TopicsChanged
+    | TopicsDeleted
     | IsrChanged
     | PartitionStateWritten
     | MessageReceived

@@ -124,6 +124,11 @@ def step(state: BrokerState, event: ev.Event) -> tuple[BrokerState, Effects]:
                 return state, []
             c, out = ctl.on_topics_changed(state.controller, parts, cfg)
             return state._replace(controller=c), out
+        case ev.TopicsDeleted(topics=topics):
+            if state.controller is None:
+                return state, []
+            c, out = ctl.on_topics_deleted(state.controller, topics)
+            return state._replace(controller=c), out
         case ev.IsrChanged(partitions=parts):
             if state.controller is None:
                 return state, []

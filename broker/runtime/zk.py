@@ -96,6 +96,7 @@ from core.events import (
     PartitionStateWritten,
     SessionExpired,
     TopicsChanged,
+    TopicsDeleted,
 )
 from core.types import NO_LEADER, LeaderIsr, LiveBroker, TopicPartition
 
@@ -111,6 +112,8 @@ ISR_CHANGE_PREFIX = ISR_CHANGES + "/isr_change_"
 DELETE_TOPICS = "/admin/delete_topics"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
+CLUSTER_ID = "/cluster/id"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 PERSISTENT_PATHS = (
     BROKER_IDS,
     BROKER_TOPICS,
@@ -357,6 +360,9 @@ class _BoundedClient:
     def delete(self, path: str, version: int = -1) -> Any:
         return self._wait(self._zk.delete_async(path, version=version))
 
+    def set(self, path: str, value: bytes, version: int = -1) -> Any:
+        return self._wait(self._zk.set_async(path, value, version=version))
+
     def transaction(self) -> Any:
         return self._zk.transaction()
 
@@ -516,6 +522,9 @@ class ZkAdapter:
             case fx.ZkNotifyIsrChange(tp=tp):
                 self.notify_isr_change((tp,))
                 return ()
+            case fx.ZkDeleteTopic(topic=topic):
+                self.delete_topic_znodes(topic)
+                return ()
         raise TypeError(f"not a ZooKeeper effect: {effect!r}")
 
     async def aexecute(self, effect: object) -> tuple[Event, ...]:
@@ -641,6 +650,9 @@ class ZkAdapter:
         partitions = self.partition_snapshots(topics)
         self._delete_isr_changes(notes)  # covered by the snapshot
         self._last_live = live
+        # Deletions pending from before the election reach the core after the election
+        # event (through the sink), and later ones through the watch armed here.
+        self._deletions_changed(gen)
         return ControllerElection(True, self.broker_id, epoch, epoch_zk_version, live,
                                   partitions)
 
@@ -739,6 +751,77 @@ class ZkAdapter:
             zk.create(topic_path(topic), topic_json(assignment), makepath=True)
 
         self._retry(attempt)
+
+    def broker_endpoint(self, broker_id: int) -> tuple[str, int, str | None] | None:
+        """(host, port, rack) from `/brokers/ids/<id>`, or None when not registered."""
+        try:
+            data, _ = self._retry(lambda _r: self._client().get(f"{BROKER_IDS}/{broker_id}"))
+        except NoNodeError:
+            return None
+        d = json.loads(data)
+        rack = d.get("rack")
+        return str(d["host"]), int(d["port"]), None if rack is None else str(rack)
+
+    def topic_config(self, topic: str) -> dict[str, str]:
+        """Per-topic config overrides from `/config/topics/<t>` (empty when none)."""
+        try:
+            data, _ = self._retry(lambda _r: self._client().get(f"{CONFIG_TOPICS}/{topic}"))
+        except NoNodeError:
+            return {}
+        cfg = json.loads(data).get("config", {})
+        return {str(k): str(v) for k, v in cfg.items()}
+
+    def list_topics(self) -> list[str]:
+        return sorted(self._retry(lambda _r: self._client().get_children(BROKER_TOPICS)))
+
+    def cluster_id(self) -> str:
+        """`/cluster/id` (Kafka's `{"version":"1","id":...}`), created on first use."""
+        import base64
+        import uuid
+
+        def attempt(_retried: bool) -> str:
+            zk = self._client()
+            try:
+                data, _ = zk.get(CLUSTER_ID)
+            except NoNodeError:
+                new = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+                with contextlib.suppress(NodeExistsError):
+                    zk.create(CLUSTER_ID, _dumps({"version": "1", "id": new}), makepath=True)
+                data, _ = zk.get(CLUSTER_ID)
+            return str(json.loads(data)["id"])
+
+        return self._retry(attempt)
+
+    def allocate_producer_ids(self, block_size: int = 1000) -> tuple[int, int]:
+        """Claim the next block of producer ids, [start, end], with a conditional update of
+        `/latest_producer_id_block` (Kafka's ProducerIdManager in ZooKeeper mode)."""
+
+        def attempt(_retried: bool) -> tuple[int, int]:
+            zk = self._client()
+            try:
+                data, stat = zk.get(PRODUCER_ID_BLOCK)
+            except NoNodeError:
+                with contextlib.suppress(NodeExistsError):
+                    zk.create(PRODUCER_ID_BLOCK, b"", makepath=True)
+                raise ConnectionLoss("created the producer id block node; retry") from None
+            start = 0
+            if data:
+                start = int(json.loads(data)["block_end"]) + 1
+            end = start + block_size - 1
+            block = _dumps({"version": 1, "broker": self.broker_id,
+                            "block_start": str(start), "block_end": str(end)})
+            try:
+                zk.set(PRODUCER_ID_BLOCK, block, version=stat.version)
+            except BadVersionError:
+                raise ConnectionLoss("producer id block taken concurrently; retry") from None
+            return start, end
+
+        return self._retry(attempt)
+
+    def mark_topic_for_deletion(self, topic: str) -> None:
+        """`/admin/delete_topics/<t>` (what `kafka-topics --delete` writes)."""
+        self._retry(lambda _r: self._client().create(f"{DELETE_TOPICS}/{topic}", b"",
+                                                     makepath=True))
 
     def topic_assignment(self, topic: str) -> dict[int, tuple[int, ...]] | None:
         try:
@@ -859,6 +942,25 @@ class ZkAdapter:
         if snaps:
             self._emit(TopicsChanged(snaps))
 
+    def _deletions_changed(self, gen: int) -> None:
+        watch = self._children_watcher(gen, self._deletions_changed)
+        marked = sorted(self._client().get_children(DELETE_TOPICS, watch=watch))
+        if marked and self._current(gen):
+            self._emit(TopicsDeleted(tuple(marked)))
+
+    def delete_topic_znodes(self, topic: str) -> None:
+        """What the controller removes once a topic is deleted (ZooKeeper mode): the
+        assignment with its partition states, the config, and the deletion marker."""
+
+        def attempt(_retried: bool) -> None:
+            zk = self._raw()
+            for path in (topic_path(topic), f"{CONFIG_TOPICS}/{topic}",
+                         f"{DELETE_TOPICS}/{topic}"):
+                with contextlib.suppress(NoNodeError):
+                    zk.delete(path, recursive=True)
+
+        self._retry(attempt)
+
     def _list_isr_changes(self, gen: int) -> list[str]:
         watch = self._children_watcher(gen, self._isr_changed)
         children = self._client().get_children(ISR_CHANGES, watch=watch)
@@ -940,6 +1042,7 @@ class ZkAdapter:
             if self._is_controller:
                 self._brokers_changed(gen)
                 self._topics_changed(gen)
+                self._deletions_changed(gen)
                 self._isr_changed(gen)
 
         self._guard(rearm)

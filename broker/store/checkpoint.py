@@ -97,6 +97,12 @@ class LeaderEpochCache:
         self._write()
         return True
 
+    def replace(self, entries: list[tuple[int, int]]) -> None:
+        """Set the whole cache (the replication core's epochs are the authority: the broker
+        mirrors them here so they survive a restart)."""
+        self.entries = list(entries)
+        self._write()
+
     def truncate_from_end(self, end_offset: int) -> None:
         """Drop epochs that start at or after `end_offset` (the log was truncated there)."""
         kept = [(e, o) for e, o in self.entries if o < end_offset]

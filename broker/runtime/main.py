@@ -1,0 +1,109 @@
+"""`hiwater broker --config server.properties`: run one broker until SIGTERM/SIGINT.
+
+SIGTERM and SIGINT shut down cleanly (controlled shutdown, then flush and checkpoints);
+SIGKILL is a crash, and the next start recovers the store. With `hiwater.admin.port` set, a
+read-only HTTP endpoint serves `GET /replicas` (each replica's role, leader epoch, LEO, HW,
+ISR as JSON) for harnesses that check invariants on a live cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from broker.config import BrokerConfig, ConfigError
+from broker.runtime.server import Broker
+from broker.runtime.zk import BrokerIdInUse, ZkUnavailable
+
+log = logging.getLogger("hiwater.broker")
+
+EXIT_CONFIG = 2
+EXIT_ZOOKEEPER = 3
+EXIT_FATAL = 4
+ADMIN_REQUEST_MAX = 8192
+
+
+async def _admin(broker: Broker, host: str, port: int) -> asyncio.base_events.Server:
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            line = await asyncio.wait_for(reader.readline(), 5.0)
+            # drain headers (bounded)
+            total = len(line)
+            while total < ADMIN_REQUEST_MAX:
+                h = await asyncio.wait_for(reader.readline(), 5.0)
+                total += len(h)
+                if h in (b"\r\n", b"\n", b""):
+                    break
+            parts = line.decode("latin-1").split()
+            if len(parts) >= 2 and parts[0] == "GET" and parts[1] == "/replicas":
+                body, status = broker.replica_states_json(), "200 OK"
+            else:
+                body, status = b'{"error":"GET /replicas only"}', "404 Not Found"
+            writer.write(
+                f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+            await writer.drain()
+        except (OSError, TimeoutError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    return await asyncio.start_server(serve, host, port)
+
+
+async def run(config: BrokerConfig) -> int:
+    broker = Broker(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await broker.start()
+    except ZkUnavailable as e:
+        log.error("cannot reach ZooKeeper: %s", e)
+        await broker.stop(controlled=False)
+        return EXIT_ZOOKEEPER
+    except BrokerIdInUse as e:
+        log.error("%s", e)
+        await broker.stop(controlled=False)
+        return EXIT_CONFIG
+    admin = None
+    if config.admin_port is not None:
+        admin = await _admin(broker, broker.host, config.admin_port)
+    print(f"broker {config.broker_id} serving {broker.adv_host}:{broker.adv_port}", flush=True)
+    await broker.serve_until(stop)
+    if admin is not None:
+        admin.close()
+    if broker.fatal is not None:
+        with contextlib.suppress(Exception):
+            await broker.stop(controlled=False)
+        return EXIT_FATAL
+    await broker.stop(controlled=True)
+    return 0
+
+
+def main(config_path: str, overrides: dict[str, str] | None = None) -> int:
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = BrokerConfig.from_file(Path(config_path))
+        if overrides:
+            config = config.with_overrides(overrides)
+    except (ConfigError, OSError) as e:
+        print(f"hiwater broker: {e}", file=sys.stderr)
+        return EXIT_CONFIG
+    for warning in config.warnings:
+        log.warning("%s", warning)
+    return asyncio.run(run(config))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "--config":
+        print("usage: python -m broker.runtime.main --config server.properties", file=sys.stderr)
+        sys.exit(EXIT_CONFIG)
+    sys.exit(main(sys.argv[2]))

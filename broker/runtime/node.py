@@ -1,0 +1,355 @@
+"""The effect interpreter: one broker's core state, and everything that carries out its effects.
+
+`Node` owns the pure core's `BrokerState` and is the only place that calls `core.node.step`.
+Events come from the network (requests, peer responses), timers and ZooKeeper; each is queued
+and stepped in order, and the effects that come out are applied in order (DESIGN rule 2):
+
+    Append*/TruncateTo/Checkpoint*/DeletePartition -> the segment store (`broker.store`)
+    SetTimer/CancelTimer                            -> `loop.call_later`, one handle per key
+    Choose                                          -> Kafka's first option, fed back as Chosen
+    Zk*                                             -> the ZooKeeper task (kazoo, in order)
+    Send                                            -> a peer broker (`peers.Peers`), or back
+                                                       to the request that is waiting for it
+    ProduceReply/ConsumerFetchReply/ListOffsetsReply -> the client request waiting for it
+
+Everything runs on one asyncio loop; `handle` is re-entrant safe (an event raised while
+effects are being applied is queued behind the current one), so the order in which the core
+sees events is the order they were handled.
+
+Long polls (Kafka's DelayedFetch) live here too: `wait_for_change(tps, timeout)` wakes when a
+partition's log or high watermark moves, and the request handler asks the core again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from broker.store.config import LogConfig
+from broker.store.log import Log
+from broker.store.manager import LogManager
+from core import effects as fx
+from core import events as ev
+from core.config import ProtocolConfig
+from core.messages import (
+    ControlledShutdownResponse,
+    FetchResponse,
+    Message,
+    OffsetForLeaderEpochResponse,
+)
+from core.node import BrokerState, DurableReplica, recover, replica, step
+from core.producer import ProducerTable, record_batch
+from core.rules.epochs import EpochEntry
+from core.types import InvariantBroken, TopicPartition
+
+log = logging.getLogger(__name__)
+
+EVENT_QUEUE_MAX = 100_000  # events raised while applying effects (bounded, DESIGN rule 9)
+RESPONSES = (FetchResponse, OffsetForLeaderEpochResponse, ControlledShutdownResponse)
+
+
+class NodeError(RuntimeError):
+    """The broker cannot go on (a store failure, a broken local invariant)."""
+
+
+@dataclass
+class ReplyWaiters:
+    """Futures of requests waiting for the core's answer, by key. A key may have several
+    waiters (a follower's retry while its previous fetch is still held): first in, first out."""
+
+    waiting: dict[object, collections.deque[asyncio.Future[Any]]] = field(default_factory=dict)
+
+    def expect(self, key: object) -> asyncio.Future[Any]:
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.waiting.setdefault(key, collections.deque()).append(fut)
+        return fut
+
+    def resolve(self, key: object, value: object) -> bool:
+        q = self.waiting.get(key)
+        while q:
+            fut = q.popleft()
+            if not fut.done():
+                fut.set_result(value)
+                if not q:
+                    del self.waiting[key]
+                return True
+        self.waiting.pop(key, None)
+        return False
+
+    def forget(self, key: object, fut: asyncio.Future[Any]) -> None:
+        q = self.waiting.get(key)
+        if q is not None and fut in q:
+            q.remove(fut)
+            if not q:
+                del self.waiting[key]
+
+
+def durable_replicas(logs: LogManager, max_batches: int) -> tuple[DurableReplica, ...]:
+    """What each log on disk tells the core after a restart (Kafka's log loading): offsets,
+    the leader-epoch cache, the HW checkpoint and the idempotent producers' recent batches."""
+    out = []
+    for (topic, partition), lg in sorted(logs.logs.items()):
+        epochs = tuple(EpochEntry(e, o) for e, o in lg.leader_epoch_cache.entries)
+        out.append(
+            DurableReplica(
+                tp=TopicPartition(topic, partition),
+                replicas=(),
+                log_start_offset=lg.log_start_offset,
+                log_end_offset=lg.log_end_offset,
+                epochs=epochs,
+                hw_checkpoint=lg.high_watermark,
+                producers=producer_state(lg, max_batches),
+            )
+        )
+    return tuple(out)
+
+
+def producer_state(lg: Log, max_batches: int) -> ProducerTable:
+    """Rebuild the idempotent producers' table from the batch headers in the log (Kafka
+    rebuilds it from its snapshot plus the log; we have only the log, which is exact)."""
+    table: ProducerTable = ()
+    for seg in lg.segments:
+        for _, h in seg.headers_from(0):
+            if h.producer_id < 0 or h.base_sequence < 0 or h.is_control:
+                continue
+            table = record_batch(
+                table, h.producer_id, h.producer_epoch, h.base_sequence,
+                h.last_offset_delta + 1, h.base_offset, max_batches,
+            )
+    return table
+
+
+class Node:
+    """One broker's core plus the interpreter of its effects. Network-free: the server and
+    the peer clients plug in through `send_to_peer` and the waiters."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        config: ProtocolConfig,
+        logs: LogManager,
+        *,
+        send_to_peer: Callable[[int, Message], None] | None = None,
+        zk_effect: Callable[[fx.Effect], None] | None = None,
+        topic_config: Callable[[str], LogConfig] | None = None,
+        now_ms: Callable[[], int] | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.logs = logs
+        self.state: BrokerState = recover(
+            broker_id, config, durable_replicas(logs, config.max_idempotent_batches)
+        )
+        self.send_to_peer = send_to_peer or (lambda dst, msg: None)
+        self.zk_effect = zk_effect or (lambda e: None)
+        self.topic_config = topic_config
+        self.now_ms = now_ms or (lambda: int(time.time() * 1000))
+        self.replies = ReplyWaiters()
+        self.responses = ReplyWaiters()  # inbound inter-broker requests: (src, kind, tp)
+        self._timers: dict[tuple[object, ...], asyncio.TimerHandle] = {}
+        self._queue: collections.deque[ev.Event] = collections.deque()
+        self._busy = False
+        self._change: dict[TopicPartition, list[asyncio.Future[None]]] = {}
+        self._next_request_id = 0
+        self.failed: BaseException | None = None
+        self.on_failure: Callable[[BaseException], None] | None = None
+        self.on_replica_changed: Callable[[TopicPartition], None] | None = None
+        self.steps = 0
+
+    # -- events in ------------------------------------------------------------------------
+
+    def new_request_id(self) -> int:
+        self._next_request_id += 1
+        return self._next_request_id
+
+    def handle(self, event: ev.Event) -> None:
+        """Step the core with `event` (and anything its effects raise), applying effects in
+        order. Re-entrant calls queue their event behind the current one."""
+        if self.failed is not None:
+            return
+        if len(self._queue) >= EVENT_QUEUE_MAX:
+            self._fail(NodeError(f"more than {EVENT_QUEUE_MAX} events queued"))
+            return
+        self._queue.append(event)
+        if self._busy:
+            return
+        self._busy = True
+        try:
+            while self._queue and self.failed is None:
+                e = self._queue.popleft()
+                try:
+                    self.state, effects = step(self.state, e)
+                    self.steps += 1
+                    for effect in effects:
+                        self._apply(effect)
+                except (InvariantBroken, NodeError, OSError) as err:
+                    self._fail(err)
+                except Exception as err:  # a store error, or a bug: stop, loudly
+                    self._fail(err)
+        finally:
+            self._busy = False
+
+    def _fail(self, err: BaseException) -> None:
+        log.error("broker %d: halting: %r", self.broker_id, err, exc_info=err)
+        self.failed = err
+        for h in self._timers.values():
+            h.cancel()
+        self._timers.clear()
+        if self.on_failure is not None:
+            self.on_failure(err)
+
+    # -- effects out ----------------------------------------------------------------------
+
+    def _apply(self, e: fx.Effect) -> None:
+        match e:
+            case fx.Send(dst=dst, message=msg):
+                self._send(dst, msg)
+            case fx.AppendAsLeader():
+                self._append_as_leader(e)
+            case fx.AppendAsFollower():
+                self._append_as_follower(e)
+            case fx.TruncateTo(tp=tp, offset=offset):
+                lg = self.log(tp)
+                lg.truncate_to(offset)
+                if lg.log_end_offset != offset:
+                    raise NodeError(
+                        f"{tp}: truncation to {offset} left the log end at {lg.log_end_offset} "
+                        "(not a batch boundary)"
+                    )
+                self._changed(tp)
+            case fx.CheckpointHighWatermark(tp=tp, high_watermark=hw):
+                self.log(tp).update_high_watermark(hw)
+                self._changed(tp)
+            case fx.CheckpointLeaderEpochs(tp=tp, epochs=epochs):
+                cache = self.log(tp).leader_epoch_cache
+                wanted = [(x.epoch, x.start_offset) for x in epochs]
+                if cache.entries != wanted:
+                    cache.replace(wanted)
+            case fx.DeletePartition(tp=tp):
+                self.logs.delete_log(tp.topic, tp.partition)
+                self._changed(tp)
+            case fx.SetTimer(key=key, delay_ms=delay):
+                old = self._timers.pop(key, None)
+                if old is not None:
+                    old.cancel()
+                loop = asyncio.get_running_loop()
+                self._timers[key] = loop.call_later(delay / 1000.0, self._fire, key)
+            case fx.CancelTimer(key=key):
+                old = self._timers.pop(key, None)
+                if old is not None:
+                    old.cancel()
+            case fx.Choose(key=key, options=options):
+                self.handle(ev.Chosen(key, options[0]))  # queued: Kafka takes the first
+            case (
+                fx.ZkRegisterBroker() | fx.ZkElectController() | fx.ZkResignController()
+                | fx.ZkWritePartitionState() | fx.ZkNotifyIsrChange() | fx.ZkDeleteTopic()
+            ):
+                self.zk_effect(e)
+            case fx.ProduceReply() | fx.ConsumerFetchReply() | fx.ListOffsetsReply():
+                self.replies.resolve(e.request_id, e)
+            case _:
+                raise NodeError(f"unknown effect {e!r}")
+
+    def _fire(self, key: tuple[object, ...]) -> None:
+        self._timers.pop(key, None)
+        self.handle(ev.TimerFired(key))
+
+    def _send(self, dst: int, msg: Message) -> None:
+        if isinstance(msg, RESPONSES):
+            kind = type(msg).__name__
+            tp = getattr(msg, "tp", None)
+            self.responses.resolve((dst, kind, tp), msg)
+            return
+        if dst == self.broker_id:
+            self.handle(ev.MessageReceived(self.broker_id, msg))
+            return
+        self.send_to_peer(dst, msg)
+
+    def log(self, tp: TopicPartition) -> Log:
+        lg = self.logs.get_log(tp.topic, tp.partition)
+        if lg is None:
+            if self.topic_config is not None and tp.topic not in self.logs.topic_configs:
+                self.logs.topic_configs[tp.topic] = self.topic_config(tp.topic)
+            lg = self.logs.get_or_create_log(tp.topic, tp.partition, now_ms=self.now_ms())
+        return lg
+
+    def _append_as_leader(self, e: fx.AppendAsLeader) -> None:
+        if not isinstance(e.records, bytes | bytearray | memoryview):
+            raise NodeError(f"{e.tp}: records of type {type(e.records).__name__}")
+        first, last = self.log(e.tp).append_as_leader(
+            e.records, e.leader_epoch, now_ms=self.now_ms()
+        )
+        if first != e.base_offset or last != e.base_offset + e.record_count - 1:
+            raise NodeError(
+                f"{e.tp}: store appended [{first}, {last}], core expected base "
+                f"{e.base_offset} and {e.record_count} records"
+            )
+        self._changed(e.tp)
+
+    def _append_as_follower(self, e: fx.AppendAsFollower) -> None:
+        if not isinstance(e.records, bytes | bytearray | memoryview):
+            raise NodeError(f"{e.tp}: records of type {type(e.records).__name__}")
+        first, last = self.log(e.tp).append_as_follower(e.records, now_ms=self.now_ms())
+        if (first, last) != (e.batches[0].base_offset, e.batches[-1].last_offset):
+            raise NodeError(
+                f"{e.tp}: store appended [{first}, {last}], core expected "
+                f"[{e.batches[0].base_offset}, {e.batches[-1].last_offset}]"
+            )
+        self._changed(e.tp)
+
+    # -- long polls -----------------------------------------------------------------------
+
+    def _changed(self, tp: TopicPartition) -> None:
+        waiters = self._change.pop(tp, None)
+        if waiters:
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+        if self.on_replica_changed is not None:
+            self.on_replica_changed(tp)
+
+    async def wait_for_change(self, tps: Iterable[TopicPartition], timeout_s: float) -> None:
+        """Return when any of `tps` gets new data, a new HW or a truncation, or after
+        `timeout_s` (Kafka's DelayedFetch completion conditions, as one wake-up)."""
+        if timeout_s <= 0:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        keys = list(dict.fromkeys(tps))
+        for tp in keys:
+            self._change.setdefault(tp, []).append(fut)
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), timeout_s)
+        except TimeoutError:
+            pass
+        finally:
+            for tp in keys:
+                lst = self._change.get(tp)
+                if lst is not None and fut in lst:
+                    lst.remove(fut)
+                    if not lst:
+                        del self._change[tp]
+
+    def wake_all(self) -> None:
+        """Release every long poll (shutdown, role changes the poll cannot see)."""
+        for tp in list(self._change):
+            self._changed(tp)
+
+    # -- views ----------------------------------------------------------------------------
+
+    def replica(self, tp: TopicPartition) -> Any:
+        return replica(self.state, tp)
+
+    def close(self) -> None:
+        for h in self._timers.values():
+            h.cancel()
+        self._timers.clear()
+        self.wake_all()
+
+
+def log_dirs_of(paths: Iterable[str]) -> list[Path]:
+    return [Path(p) for p in paths]

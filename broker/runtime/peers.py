@@ -1,0 +1,411 @@
+"""Connections from this broker to the others: replica fetchers and the controller channel.
+
+- `Fetcher` (one per leader this broker follows, Kafka's ReplicaFetcherThread): the core's
+  `FetchRequest`s and `OffsetForLeaderEpochRequest`s for partitions led by that broker are
+  coalesced into one Kafka Fetch (v12, with `replica_id`) or OffsetForLeaderEpoch (v4)
+  request per round, as Kafka's fetcher batches its partitions. The leader holds the fetch up
+  to `replica.fetch.wait.max.ms` when it has nothing new. Responses become
+  `MessageReceived` events; a request that fails on the network is reported to the core as
+  its fetch timeout firing now (the core then backs off `replica.fetch.backoff.ms`).
+- `ControlChannel` (one per destination, Kafka's ControllerChannelManager): LeaderAndIsr,
+  UpdateMetadata, StopReplica and ControlledShutdown in order, each retried until it is
+  answered or its destination leaves the cluster.
+
+Outgoing connections bind to this broker's own address, so a nemesis can cut a pair of
+127.0.0.x hosts with source/destination rules. Every queue is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.fetch.v12 import request as fetch_req
+from kio.schema.offset_for_leader_epoch.v4 import request as ofle_req
+from kio.static.primitive import i8, i32, i64
+
+from broker.recordbatch import HEADER_SIZE, unpack_header
+from broker.runtime.node import Node
+from broker.store.batch import validate_batch
+from broker.wire import decode_response, encode_request
+from broker.wire import interbroker as ib
+from core import events as ev
+from core.messages import (
+    BatchInfo,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    FetchRequest,
+    FetchResponse,
+    LeaderAndIsrRequest,
+    Message,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
+from core.replica import fetch_timeout_timer
+from core.types import Errors, TopicPartition
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+CONTROL_QUEUE_MAX = 10_000
+CONTROL_RETRIES_UNREGISTERED = 5
+FETCH_VERSION = 12
+OFLE_VERSION = 4
+MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    host: str
+    port: int
+    rack: str | None = None
+
+
+EndpointLookup = Callable[[int, bool], Awaitable[Endpoint | None]]
+
+
+class PeerError(ConnectionError):
+    pass
+
+
+class Connection:
+    """One TCP connection to a broker; one request at a time (Kafka brokers answer in order
+    per connection anyway). Reconnects lazily."""
+
+    def __init__(self, source_host: str, timeout_s: float) -> None:
+        self.source_host = source_host
+        self.timeout_s = timeout_s
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._target: Endpoint | None = None
+        self._correlation = 0
+
+    def next_correlation_id(self) -> int:
+        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+        return self._correlation
+
+    async def _connect(self, target: Endpoint) -> None:
+        if self._writer is not None and self._target == target and not self._writer.is_closing():
+            return
+        self.close()
+        local = (self.source_host, 0) if self.source_host else None
+        self._reader, self._writer = await asyncio.wait_for(
+            asyncio.open_connection(target.host, target.port, local_addr=local),
+            self.timeout_s,
+        )
+        self._target = target
+
+    async def request(self, target: Endpoint, frame: bytes, timeout_s: float) -> bytes:
+        """Send one request frame, return the response payload (without size prefix)."""
+        try:
+            await self._connect(target)
+            assert self._writer is not None and self._reader is not None
+            self._writer.write(frame)
+            await self._writer.drain()
+            head = await asyncio.wait_for(self._reader.readexactly(4), timeout_s)
+            (size,) = _SIZE.unpack(head)
+            if not 4 <= size <= MAX_RESPONSE_BYTES:
+                raise PeerError(f"response frame of {size} bytes from {target}")
+            return await asyncio.wait_for(self._reader.readexactly(size), timeout_s)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, PeerError) as e:
+            self.close()
+            raise PeerError(f"{target.host}:{target.port}: {type(e).__name__}: {e}") from e
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._reader = self._writer = None
+        self._target = None
+
+
+class Fetcher:
+    """Kafka's ReplicaFetcherThread towards one leader."""
+
+    def __init__(
+        self, node: Node, leader: int, lookup: EndpointLookup, source_host: str,
+        max_wait_ms: int, min_bytes: int, max_bytes: int, partition_max_bytes: int,
+        timeout_s: float,
+    ) -> None:
+        self.node = node
+        self.leader = leader
+        self.lookup = lookup
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.partition_max_bytes = partition_max_bytes
+        self.timeout_s = timeout_s
+        self.conn = Connection(source_host, timeout_s)
+        self.fetches: dict[TopicPartition, FetchRequest] = {}
+        self.truncations: dict[TopicPartition, OffsetForLeaderEpochRequest] = {}
+        self._wake = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    def add(self, msg: FetchRequest | OffsetForLeaderEpochRequest) -> None:
+        if isinstance(msg, FetchRequest):
+            self.fetches[msg.tp] = msg
+        else:
+            self.truncations[msg.tp] = msg
+        self._wake.set()
+        if self.task is None or self.task.done():
+            self.task = asyncio.create_task(self._run(), name=f"fetcher-{self.leader}")
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if self.truncations:
+                batch_t, self.truncations = self.truncations, {}
+                await self._round(batch_t, self._offsets_for_leader_epoch)
+            if self.fetches:
+                batch_f, self.fetches = self.fetches, {}
+                await self._round(batch_f, self._fetch)
+            if self.fetches or self.truncations:
+                self._wake.set()
+
+    async def _round(self, batch: dict[TopicPartition, Any], fn: Callable[..., Awaitable[None]]
+                     ) -> None:
+        try:
+            target = await self.lookup(self.leader, False)
+            if target is None:
+                raise PeerError(f"broker {self.leader} is not registered")
+            await fn(target, batch)
+        except PeerError as e:
+            log.info("broker %d: fetch from %d failed: %s", self.node.broker_id, self.leader, e)
+            with contextlib.suppress(PeerError):
+                await self.lookup(self.leader, True)  # refresh the endpoint next time
+            for tp in batch:
+                self.node.handle(ev.TimerFired(fetch_timeout_timer(tp)))
+
+    async def _offsets_for_leader_epoch(
+        self, target: Endpoint, batch: dict[TopicPartition, OffsetForLeaderEpochRequest]
+    ) -> None:
+        by_topic: dict[str, list[Any]] = {}
+        for tp, m in sorted(batch.items()):
+            by_topic.setdefault(tp.topic, []).append(ofle_req.OffsetForLeaderPartition(
+                partition=i32(tp.partition), current_leader_epoch=i32(m.current_leader_epoch),
+                leader_epoch=i32(m.leader_epoch)))
+        body = ofle_req.OffsetForLeaderEpochRequest(
+            replica_id=i32(self.node.broker_id),
+            topics=tuple(ofle_req.OffsetForLeaderTopic(topic=t, partitions=tuple(ps))
+                         for t, ps in by_topic.items()),
+        )
+        cid = self.conn.next_correlation_id()
+        payload = await self.conn.request(target, encode_request(body, cid), self.timeout_s)
+        resp = decode_response(payload, 23, OFLE_VERSION)
+        if not hasattr(resp, "body"):
+            raise PeerError(f"bad OffsetForLeaderEpoch response: {resp}")
+        for t in resp.body.topics:
+            for p in t.partitions:
+                tp = TopicPartition(t.topic, int(p.partition))
+                m = batch.get(tp)
+                if m is None:
+                    continue
+                self.node.handle(ev.MessageReceived(self.leader, OffsetForLeaderEpochResponse(
+                    tp=tp, error=_error(int(p.error_code.value)),
+                    current_leader_epoch=m.current_leader_epoch, requested_epoch=m.leader_epoch,
+                    leader_epoch=int(p.leader_epoch), end_offset=int(p.end_offset))))
+
+    async def _fetch(self, target: Endpoint, batch: dict[TopicPartition, FetchRequest]) -> None:
+        by_topic: dict[str, list[Any]] = {}
+        for tp, m in sorted(batch.items()):
+            by_topic.setdefault(tp.topic, []).append(fetch_req.FetchPartition(
+                partition=i32(tp.partition), current_leader_epoch=i32(m.current_leader_epoch),
+                fetch_offset=i64(m.fetch_offset), last_fetched_epoch=i32(m.last_fetched_epoch),
+                log_start_offset=i64(-1), partition_max_bytes=i32(self.partition_max_bytes)))
+        body = fetch_req.FetchRequest(
+            cluster_id=None, replica_id=i32(self.node.broker_id),
+            max_wait=_ms(self.max_wait_ms), min_bytes=i32(self.min_bytes),
+            max_bytes=i32(self.max_bytes), isolation_level=i8(0), session_id=i32(0),
+            session_epoch=i32(-1),
+            topics=tuple(fetch_req.FetchTopic(topic=t, partitions=tuple(ps))
+                         for t, ps in by_topic.items()),
+            forgotten_topics_data=(), rack_id="",
+        )
+        cid = self.conn.next_correlation_id()
+        timeout = self.timeout_s + self.max_wait_ms / 1000.0
+        payload = await self.conn.request(target, encode_request(body, cid), timeout)
+        resp = decode_response(payload, 1, FETCH_VERSION)
+        if not hasattr(resp, "body"):
+            raise PeerError(f"bad Fetch response: {resp}")
+        for t in resp.body.responses:
+            for p in t.partitions:
+                tp = TopicPartition(t.topic, int(p.partition_index))
+                m = batch.get(tp)
+                if m is None:
+                    continue
+                self.node.handle(ev.MessageReceived(self.leader, _fetch_response(m, p)))
+
+
+def _ms(ms: int) -> Any:
+    import datetime
+
+    return datetime.timedelta(milliseconds=ms)
+
+
+def _error(code: int) -> Errors:
+    try:
+        return Errors(code)
+    except ValueError:
+        return Errors.NOT_LEADER_OR_FOLLOWER  # any other error: back off and retry
+
+
+def _fetch_response(m: FetchRequest, p: Any) -> FetchResponse:
+    """The core's FetchResponse from a Kafka partition response: the complete, valid batches
+    from the fetch offset on (a trailing partial batch is dropped, as Kafka's follower does)."""
+    error = _error(int(p.error_code.value))
+    records = bytes(p.records or b"")
+    batches: list[BatchInfo] = []
+    pos = 0
+    if error == Errors.NONE:
+        try:
+            while pos + HEADER_SIZE <= len(records):
+                h = unpack_header(records, pos)
+                if pos + h.size > len(records):
+                    break
+                validate_batch(records, pos)
+                if not batches and h.base_offset != m.fetch_offset:
+                    raise ValueError(
+                        f"first batch at {h.base_offset}, fetched from {m.fetch_offset}")
+                batches.append(BatchInfo(h.base_offset, h.last_offset, h.partition_leader_epoch))
+                pos += h.size
+        except Exception as e:  # a corrupt or misaligned response: treat as an error
+            log.warning("%s: bad fetched records: %s", m.tp, e)
+            error, batches, pos = Errors.NOT_LEADER_OR_FOLLOWER, [], 0
+    diverging = p.diverging_epoch is not None and int(p.diverging_epoch.end_offset) != -1
+    return FetchResponse(
+        tp=m.tp, error=error, fetch_offset=m.fetch_offset,
+        current_leader_epoch=m.current_leader_epoch, high_watermark=int(p.high_watermark),
+        log_start_offset=int(p.log_start_offset),
+        end_offset=batches[-1].last_offset + 1 if batches else m.fetch_offset,
+        diverging=diverging, batches=tuple(batches), records=records[:pos] if batches else None,
+    )
+
+
+class ControlChannel:
+    """Kafka's ControllerChannelManager queue towards one broker."""
+
+    def __init__(self, node: Node, dst: int, lookup: EndpointLookup, source_host: str,
+                 timeout_s: float, endpoints: Callable[[], dict[int, Endpoint]]) -> None:
+        self.node = node
+        self.dst = dst
+        self.lookup = lookup
+        self.timeout_s = timeout_s
+        self.endpoints = endpoints
+        self.conn = Connection(source_host, timeout_s)
+        self.queue: asyncio.Queue[Message] = asyncio.Queue(CONTROL_QUEUE_MAX)
+        self.task: asyncio.Task[None] | None = None
+
+    def add(self, msg: Message) -> None:
+        try:
+            self.queue.put_nowait(msg)
+        except asyncio.QueueFull:
+            log.error("control queue to broker %d full: dropping %s", self.dst,
+                      type(msg).__name__)
+            return
+        if self.task is None or self.task.done():
+            self.task = asyncio.create_task(self._run(), name=f"control-{self.dst}")
+
+    async def _run(self) -> None:
+        while True:
+            msg = await self.queue.get()
+            await self._deliver(msg)
+
+    def _frame(self, msg: Message, cid: int) -> tuple[int, bytes]:
+        client = f"broker-{self.node.broker_id}"
+        eps = {b: ib.Endpoint(b, e.host, e.port, e.rack) for b, e in self.endpoints().items()}
+        match msg:
+            case LeaderAndIsrRequest():
+                leaders = sorted({p.leader for p in msg.partitions if p.leader in eps})
+                return 4, ib.encode_leader_and_isr(msg, [eps[b] for b in leaders], cid, client)
+            case UpdateMetadataRequest():
+                return 6, ib.encode_update_metadata(msg, eps, cid, client)
+            case StopReplicaRequest():
+                return 5, ib.encode_stop_replica(msg, cid, client)
+            case ControlledShutdownRequest():
+                return 7, ib.encode_controlled_shutdown(msg, cid, client)
+        raise TypeError(f"not a control request: {msg!r}")
+
+    async def _deliver(self, msg: Message) -> None:
+        misses = 0
+        delay = 0.1
+        while True:
+            target = await self.lookup(self.dst, misses > 0)
+            if target is None:
+                misses += 1
+                if misses > CONTROL_RETRIES_UNREGISTERED:
+                    log.info("broker %d left: dropping %s", self.dst, type(msg).__name__)
+                    return
+            else:
+                try:
+                    cid = self.conn.next_correlation_id()
+                    api_key, frame = self._frame(msg, cid)
+                    payload = await self.conn.request(target, frame, self.timeout_s)
+                    self._answered(api_key, payload)
+                    return
+                except PeerError as e:
+                    misses += 1
+                    log.info("control request to %d failed: %s", self.dst, e)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    def _answered(self, api_key: int, payload: bytes) -> None:
+        if api_key != 7:
+            return  # the core does not wait for LeaderAndIsr/UpdateMetadata/StopReplica acks
+        resp = ib.decode_interbroker_response(payload, api_key)
+        if isinstance(resp, ib.InterbrokerResponse):
+            msg = resp.controlled_shutdown()
+            if isinstance(msg, ControlledShutdownResponse):
+                self.node.handle(ev.MessageReceived(self.dst, msg))
+
+
+class Peers:
+    """Routes the core's outgoing requests to fetchers and control channels."""
+
+    def __init__(self, node: Node, lookup: EndpointLookup, source_host: str, *,
+                 max_wait_ms: int, min_bytes: int, max_bytes: int, partition_max_bytes: int,
+                 timeout_s: float, endpoints: Callable[[], dict[int, Endpoint]]) -> None:
+        self.node = node
+        self.lookup = lookup
+        self.source_host = source_host
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.partition_max_bytes = partition_max_bytes
+        self.timeout_s = timeout_s
+        self.endpoints = endpoints
+        self.fetchers: dict[int, Fetcher] = {}
+        self.channels: dict[int, ControlChannel] = {}
+
+    def send(self, dst: int, msg: Message) -> None:
+        if isinstance(msg, FetchRequest | OffsetForLeaderEpochRequest):
+            f = self.fetchers.get(dst)
+            if f is None:
+                f = self.fetchers[dst] = Fetcher(
+                    self.node, dst, self.lookup, self.source_host, self.max_wait_ms,
+                    self.min_bytes, self.max_bytes, self.partition_max_bytes, self.timeout_s)
+            f.add(msg)
+        else:
+            c = self.channels.get(dst)
+            if c is None:
+                c = self.channels[dst] = ControlChannel(
+                    self.node, dst, self.lookup, self.source_host, self.timeout_s,
+                    self.endpoints)
+            c.add(msg)
+
+    async def close(self) -> None:
+        tasks = [x.task for x in (*self.fetchers.values(), *self.channels.values())
+                 if x.task is not None]
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        for x in (*self.fetchers.values(), *self.channels.values()):
+            x.conn.close()

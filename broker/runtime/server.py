@@ -1,0 +1,501 @@
+"""The broker process: listener, connections, and the wiring of core, store, ZooKeeper, peers.
+
+    broker = Broker(BrokerConfig.from_file("server.properties"))
+    await broker.start()          # store recovered, listening, registered in ZooKeeper
+    await broker.serve_until(stop_event)
+    await broker.stop()
+
+One task per client connection reads a frame, handles it to the end, writes the response, and
+only then reads the next frame (Kafka's per-connection ordering; clients use a separate
+connection for their group coordinator, so a long-polling Fetch never delays a heartbeat).
+A throttled connection is muted for the throttle time after its response (KIP-219).
+Malformed input closes the connection with a log line; it never stops the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import random
+import socket
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from broker.config import BrokerConfig
+from broker.quotas import QuotaManager
+from broker.runtime.handlers import OFFSETS_TOPIC, Apis
+from broker.runtime.node import Node
+from broker.runtime.peers import Endpoint, Peers
+from broker.runtime.zk import ZkAdapter
+from broker.runtime.zkdriver import ZkDriver
+from broker.store.manager import LogManager
+from broker.wire import (
+    Close,
+    FileRegion,
+    Reply,
+    Request,
+    ResponseFrame,
+    check_frame_size,
+    decode_request,
+)
+from broker.wire import interbroker as ib
+from core import events as ev
+from core.messages import (
+    ControlledShutdownRequest,
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
+from core.types import NO_LEADER, Role, TopicPartition
+
+log = logging.getLogger(__name__)
+
+MAX_CONNECTIONS = 10_000
+PRODUCER_ID_BLOCK = 1000
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.host, self.port = config.listener
+        self.adv_host, self.adv_port = config.advertised_listener
+        self.node: Node = None  # type: ignore[assignment]
+        self.logs: LogManager | None = None
+        self.zk: ZkAdapter | None = None
+        self.zkd: ZkDriver | None = None
+        self.peers: Peers | None = None
+        self.apis = Apis(self)
+        self.quotas = QuotaManager.from_config(config)
+        self.groups: Any = None
+        self.endpoints: dict[int, Endpoint] = {}
+        self.cluster_id = ""
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._pids: list[int] = []
+        self._housekeeping: asyncio.Task[None] | None = None
+        self._rng = random.Random()
+        self.stopped = asyncio.Event()
+        self.fatal: BaseException | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        cfg = self.config
+        self.logs = LogManager(
+            [str(d) for d in cfg.log_dirs], cfg.log_config(), now_ms=int(time.time() * 1000))
+        for topic in {t for t, _ in self.logs.logs}:
+            self.logs.topic_configs.setdefault(topic, self._topic_log_config(topic, {}))
+        self.node = Node(
+            self.broker_id, cfg.protocol_config(), self.logs,
+            send_to_peer=self._send_to_peer, zk_effect=self._zk_effect,
+            topic_config=lambda t: self._topic_log_config(t, {}),
+        )
+        self.node.on_failure = self._on_fatal
+        self.node.on_replica_changed = self._on_replica_changed
+        self._server = await asyncio.start_server(
+            self._on_connection, self.host, self.port, reuse_address=True,
+            limit=2 ** 16)
+        sock = self._server.sockets[0]
+        if self.port == 0:
+            self.port = sock.getsockname()[1]
+            if self.adv_port == 0:
+                self.adv_port = self.port
+        self.zkd = ZkDriver(None, self.node.handle, self._on_fatal)  # type: ignore[arg-type]
+        self.zk = ZkAdapter(
+            cfg.zookeeper_connect, self.broker_id, sink=self.zkd.sink, host=self.adv_host,
+            port=self.adv_port, rack=cfg.broker_rack,
+            session_timeout_s=cfg.zookeeper_session_timeout_ms / 1000.0,
+            connect_timeout_s=cfg.zookeeper_connection_timeout_ms / 1000.0,
+        )
+        self.zkd.adapter = self.zk
+        await loop.run_in_executor(None, self.zk.start)
+        self.zkd.start()
+        self.cluster_id = await self.zkd.call(self.zk.cluster_id)
+        self.peers = Peers(
+            self.node, self._lookup, self.host, max_wait_ms=cfg.replica_fetch_wait_max_ms,
+            min_bytes=cfg.replica_fetch_min_bytes, max_bytes=cfg.replica_fetch_response_max_bytes,
+            partition_max_bytes=cfg.replica_fetch_max_bytes,
+            timeout_s=cfg.replica_socket_timeout_ms / 1000.0, endpoints=lambda: self.endpoints)
+        self.endpoints[self.broker_id] = Endpoint(self.adv_host, self.adv_port, cfg.broker_rack)
+        self.groups = self._make_groups()
+        self._housekeeping = asyncio.create_task(self._periodic(), name="housekeeping")
+        self.node.handle(ev.Started())
+        log.info("broker %d listening on %s:%d", self.broker_id, self.host, self.port)
+
+    def _make_groups(self) -> Any:
+        from broker.runtime.groups_glue import make_group_coordinator
+
+        return make_group_coordinator(self)
+
+    async def stop(self, controlled: bool = True) -> None:
+        if controlled and self.node is not None and self.node.failed is None:
+            await self._controlled_shutdown()
+        if self._server is not None:
+            self._server.close()
+        for t in list(self._connections):
+            t.cancel()
+        for t in list(self._connections):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        if self._housekeeping is not None:
+            self._housekeeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._housekeeping
+        if self.peers is not None:
+            await self.peers.close()
+        if self.zkd is not None:
+            await self.zkd.close()
+        if self.zk is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.get_running_loop().run_in_executor(None, self.zk.close)
+        if self.node is not None:
+            self.node.close()
+        if self.logs is not None:
+            with contextlib.suppress(Exception):
+                self.logs.shutdown()
+        self.stopped.set()
+
+    async def _controlled_shutdown(self) -> None:
+        """Ask the controller to move our leaderships away, bounded in time (Kafka's
+        controlled.shutdown.enable with its retries)."""
+        if not self.config.controlled_shutdown_enable:
+            return
+        deadline = time.monotonic() + self.config.controlled_shutdown_timeout_s
+        self.node.handle(ev.ControlledShutdownRequested())
+        while time.monotonic() < deadline:
+            leading = [r for r in self.node.state.replicas
+                       if r.role == Role.LEADER and len(r.isr) > 1]
+            if not leading:
+                return
+            await asyncio.sleep(0.1)
+
+    def _on_fatal(self, err: BaseException) -> None:
+        if self.fatal is None:
+            self.fatal = err
+            log.error("broker %d: fatal: %s", self.broker_id, err)
+            asyncio.get_running_loop().create_task(self.stop(controlled=False))
+
+    async def serve_until(self, stop: asyncio.Event) -> None:
+        waiter = asyncio.create_task(stop.wait())
+        done = asyncio.create_task(self.stopped.wait())
+        await asyncio.wait({waiter, done}, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        done.cancel()
+
+    # -- core wiring ------------------------------------------------------------------------
+
+    def _zk_effect(self, effect: Any) -> None:
+        assert self.zkd is not None
+        self.zkd.submit(effect)
+
+    def _send_to_peer(self, dst: int, msg: Any) -> None:
+        if self.peers is not None:
+            self.peers.send(dst, msg)
+
+    async def _lookup(self, broker_id: int, refresh: bool) -> Endpoint | None:
+        ep = self.endpoints.get(broker_id)
+        if ep is not None and not refresh:
+            return ep
+        assert self.zkd is not None and self.zk is not None
+        zk = self.zk
+        try:
+            found = await self.zkd.call(lambda: zk.broker_endpoint(broker_id))
+        except Exception as e:
+            log.info("endpoint of broker %d: %s", broker_id, e)
+            return ep
+        if found is None:
+            return None
+        ep = Endpoint(*found)
+        self.endpoints[broker_id] = ep
+        return ep
+
+    def _on_replica_changed(self, tp: TopicPartition) -> None:
+        if self.groups is not None and tp.topic == OFFSETS_TOPIC:
+            self.groups.on_partition_changed(tp.partition)
+
+    def _topic_log_config(self, topic: str, overrides: Mapping[str, str]) -> Any:
+        if topic == OFFSETS_TOPIC:
+            overrides = {"cleanup.policy": "compact", "segment.bytes": "104857600",
+                         "compression.type": "producer", **overrides}
+        return self.config.topic_log_config(overrides)
+
+    async def _ensure_topic_configs(self, topics: Iterable[str]) -> None:
+        """Load `/config/topics/<t>` for topics this broker has no log config for yet, before
+        the core creates their logs."""
+        assert self.logs is not None and self.zkd is not None and self.zk is not None
+        zk = self.zk
+        for t in sorted(set(topics)):
+            if t in self.logs.topic_configs:
+                continue
+            try:
+                overrides = await self.zkd.call(lambda t=t: zk.topic_config(t))  # type: ignore[misc]
+            except Exception as e:
+                log.warning("config of topic %s unavailable (%s): using defaults", t, e)
+                overrides = {}
+            try:
+                self.logs.topic_configs[t] = self._topic_log_config(t, overrides)
+            except Exception as e:
+                log.error("topic %s has an invalid config %s: %s", t, overrides, e)
+                self.logs.topic_configs[t] = self._topic_log_config(t, {})
+
+    # -- topics -----------------------------------------------------------------------------
+
+    async def zk_topics(self) -> list[str]:
+        assert self.zkd is not None and self.zk is not None
+        zk = self.zk
+        try:
+            return await self.zkd.call(zk.list_topics)
+        except Exception:
+            return []
+
+    def assignment_seed(self, n: int) -> tuple[int, int]:
+        return self._rng.randrange(n), self._rng.randrange(n)
+
+    async def create_topic(self, topic: str, assignment: Mapping[int, Sequence[int]],
+                           config: Mapping[str, str]) -> None:
+        assert self.zkd is not None and self.zk is not None
+        zk = self.zk
+        await self.zkd.call(lambda: zk.create_topic(topic, assignment, config))
+
+    async def auto_create(self, topic: str) -> int:
+        """Metadata's auto topic creation: LEADER_NOT_AVAILABLE while it is being created."""
+        live = sorted(lb.broker_id for lb in self.node.state.live_brokers)
+        if topic == OFFSETS_TOPIC:
+            n, rf = self.config.offsets_topic_num_partitions, min(
+                self.config.offsets_topic_replication_factor, len(live))
+        else:
+            n, rf = self.config.num_partitions, self.config.default_replication_factor
+        if not live or rf > len(live):
+            return 38 if live else 5  # INVALID_REPLICATION_FACTOR / LEADER_NOT_AVAILABLE
+        from core.rules.assignment import assign_replicas
+
+        replicas = assign_replicas(tuple(live), n, rf, *self.assignment_seed(len(live)))
+        try:
+            await self.create_topic(topic, dict(enumerate(replicas)), {})
+        except Exception as e:
+            if "NodeExists" not in type(e).__name__:
+                log.warning("auto-creating %s failed: %s", topic, e)
+        return 5
+
+    def _topic_ready(self, topic: str) -> bool:
+        infos = [i for i in self.node.state.metadata if i.tp.topic == topic]
+        return bool(infos) and all(i.leader != NO_LEADER for i in infos)
+
+    async def wait_for_topics(self, topics: Sequence[str], timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if all(self._topic_ready(t) for t in topics):
+                return True
+            await asyncio.sleep(0.02)
+        return all(self._topic_ready(t) for t in topics)
+
+    async def delete_topic(self, topic: str) -> None:
+        assert self.zkd is not None and self.zk is not None
+        zk = self.zk
+        await self.zkd.call(lambda: zk.mark_topic_for_deletion(topic))
+
+    async def wait_for_topics_gone(self, topics: Sequence[str], timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            present = {i.tp.topic for i in self.node.state.metadata}
+            if not present & set(topics):
+                return True
+            await asyncio.sleep(0.02)
+        return False
+
+    async def next_producer_id(self) -> int:
+        if not self._pids:
+            assert self.zkd is not None and self.zk is not None
+            zk = self.zk
+            start, end = await self.zkd.call(lambda: zk.allocate_producer_ids(PRODUCER_ID_BLOCK))
+            self._pids = list(range(end, start - 1, -1))
+        return self._pids.pop()
+
+    # -- quotas and groups --------------------------------------------------------------------
+
+    def throttle(self, kind: str, req: Request, nbytes: int) -> int:
+        return int(self.quotas.record_and_get_throttle(
+            kind, "ANONYMOUS", req.header.client_id or "", nbytes, int(time.time() * 1000)))
+
+    async def group_request(self, req: Request, client_host: str) -> bytes:
+        return bytes(await self.groups.handle(req, client_host))
+
+    # -- connections ------------------------------------------------------------------------
+
+    async def _on_connection(self, reader: asyncio.StreamReader,
+                             writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        if len(self._connections) >= MAX_CONNECTIONS:
+            writer.close()
+            return
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        client_host = peer[0] if peer else ""
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            await self._serve(reader, writer, client_host)
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        except Exception as e:  # never let one connection take the broker down
+            log.exception("connection from %s: %s", peer, e)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     client_host: str) -> None:
+        max_bytes = self.config.socket_request_max_bytes
+        while True:
+            try:
+                head = await reader.readexactly(4)
+            except asyncio.IncompleteReadError:
+                return
+            size = check_frame_size(head, max_bytes)
+            if not isinstance(size, int):
+                log.info("closing connection from %s: %s", client_host, size.reason)
+                return
+            payload = await reader.readexactly(size)
+            api_key = int.from_bytes(payload[:2], "big", signed=True)
+            if ib.is_interbroker(api_key):
+                frame = await self._interbroker(payload)
+                if frame is None:
+                    return
+                writer.write(frame)
+                await writer.drain()
+                continue
+            decoded = decode_request(payload)
+            if isinstance(decoded, Close):
+                log.info("closing connection from %s: %s", client_host, decoded.reason)
+                return
+            if isinstance(decoded, Reply):
+                writer.write(decoded.frame)
+                await writer.drain()
+                continue
+            resp = await self.apis.handle(decoded, client_host)
+            if resp.frame is not None:
+                await self._write(writer, resp.frame)
+            if resp.throttle_ms > 0:
+                await asyncio.sleep(resp.throttle_ms / 1000.0)  # channel muted (KIP-219)
+
+    async def _write(self, writer: asyncio.StreamWriter, frame: bytes | ResponseFrame) -> None:
+        if isinstance(frame, bytes):
+            writer.write(frame)
+            await writer.drain()
+            return
+        loop = asyncio.get_running_loop()
+        for chunk in frame.chunks:
+            if isinstance(chunk, FileRegion):
+                if writer.transport.is_closing():
+                    raise ConnectionError("client went away")
+                await writer.drain()
+                if isinstance(chunk.source, int):
+                    f = open(chunk.source, "rb", buffering=0, closefd=False)  # noqa: SIM115
+                else:
+                    f = open(chunk.source, "rb", buffering=0)  # noqa: SIM115
+                try:
+                    await loop.sendfile(writer.transport, f, chunk.position, chunk.length)
+                except RuntimeError as e:  # "Transport is closing" (reference §3.3, 6)
+                    raise ConnectionError(str(e)) from e
+                finally:
+                    f.close()
+            else:
+                writer.write(chunk)
+        await writer.drain()
+
+    async def _interbroker(self, payload: bytes) -> bytes | None:
+        decoded = ib.decode_interbroker_request(payload)
+        if isinstance(decoded, Close):
+            log.info("closing inter-broker connection: %s", decoded.reason)
+            return None
+        msg = decoded.message
+        cid = decoded.header.correlation_id
+        api_key = decoded.header.api_key
+        if isinstance(msg, UpdateMetadataRequest):
+            for b, e in decoded.endpoints.items():
+                self.endpoints[b] = Endpoint(e.host, e.port, e.rack)
+        if isinstance(msg, LeaderAndIsrRequest):
+            for e in decoded.live_leaders:
+                self.endpoints[e.broker_id] = Endpoint(e.host, e.port, e.rack)
+            await self._ensure_topic_configs(p.tp.topic for p in msg.partitions)
+        if isinstance(msg, ControlledShutdownRequest):
+            fut = self.node.responses.expect((msg.broker_id, "ControlledShutdownResponse", None))
+            self.node.handle(ev.MessageReceived(msg.broker_id, msg))
+            try:
+                resp = await asyncio.wait_for(fut, self.config.controlled_shutdown_timeout_s)
+            except TimeoutError:
+                self.node.responses.forget((msg.broker_id, "ControlledShutdownResponse", None),
+                                           fut)
+                return ib.encode_interbroker_response(cid, api_key, 15)  # not controller
+            return ib.encode_controlled_shutdown_response(resp, cid)
+        assert isinstance(msg, LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest)
+        stale = msg.controller_epoch < self.node.state.controller_epoch
+        self.node.handle(ev.MessageReceived(msg.controller_id, msg))
+        return ib.encode_interbroker_response(cid, api_key, 11 if stale else 0)
+
+    # -- periodic work ----------------------------------------------------------------------
+
+    async def _periodic(self) -> None:
+        """Flushes, checkpoints, retention and compaction on Kafka's intervals."""
+        assert self.logs is not None
+        cfg = self.config
+        last_hw = last_retention = last_flush = last_clean = time.monotonic()
+        while True:
+            await asyncio.sleep(0.1)
+            now = time.monotonic()
+            now_ms = int(time.time() * 1000)
+            try:
+                if now - last_flush >= cfg.log_flush_scheduler_interval_ms / 1000.0:
+                    last_flush = now
+                    self.logs.flush_dirty_logs(now_ms)
+                if now - last_hw >= cfg.replica_high_watermark_checkpoint_interval_ms / 1000.0:
+                    last_hw = now
+                    self.logs.checkpoint_high_watermarks()
+                    self.logs.checkpoint_recovery_points()
+                if now - last_retention >= cfg.log_retention_check_interval_ms / 1000.0:
+                    last_retention = now
+                    self.logs.cleanup_logs(now_ms)
+                    self.logs.checkpoint_log_start_offsets()
+                if cfg.log_cleaner_enable and now - last_clean >= 1.0:
+                    last_clean = now
+                    self.logs.clean_logs(now_ms)
+            except Exception as e:
+                log.error("periodic log work failed: %s", e)
+
+    # -- admin view -------------------------------------------------------------------------
+
+    def replica_states(self) -> dict[str, Any]:
+        """The read-only view a harness samples: each replica's role, epoch, LEO, HW, ISR."""
+        st = self.node.state
+        out = []
+        for r in st.replicas:
+            lg = self.logs.get_log(r.tp.topic, r.tp.partition) if self.logs else None
+            out.append({
+                "topic": r.tp.topic, "partition": r.tp.partition, "role": r.role.name.lower(),
+                "leader": r.leader, "leader_epoch": r.leader_epoch,
+                "log_end_offset": r.log_end_offset, "high_watermark": r.high_watermark,
+                "log_start_offset": r.log_start_offset, "isr": list(r.isr),
+                "replicas": list(r.replicas), "zk_version": r.zk_version,
+                "epochs": [list(e) for e in r.epochs],
+                "store_log_end_offset": lg.log_end_offset if lg is not None else None,
+            })
+        return {
+            "broker_id": self.broker_id, "broker_epoch": st.broker_epoch,
+            "controller_id": st.controller_id, "controller_epoch": st.controller_epoch,
+            "is_controller": st.controller is not None, "pid": os.getpid(),
+            "replicas": out, "time_ms": int(time.time() * 1000),
+        }
+
+    def replica_states_json(self) -> bytes:
+        return json.dumps(self.replica_states(), separators=(",", ":")).encode()
