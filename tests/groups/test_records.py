@@ -79,7 +79,7 @@ def test_kafka_abs_is_not_math_abs() -> None:
 
 def test_offset_commit_key_golden_bytes() -> None:
     raw = rec.encode_offset_commit_key("grp", "topic", 7)
-    assert raw == bytes.fromhex("0001" "0003" "677270" "0005" "746f706963" "00000007")
+    assert raw == bytes.fromhex("000100036772700005746f70696300000007")
     assert rec.decode_key(raw) == rec.OffsetCommitKey("grp", "topic", 7)
     # v0 keys (Kafka < 0.10.1) have the same fields
     assert rec.decode_key(b"\x00\x00" + raw[2:]) == rec.OffsetCommitKey("grp", "topic", 7)
@@ -112,7 +112,7 @@ def test_offset_commit_value_v1_golden_bytes_when_expiring() -> None:
 
 
 def test_group_metadata_key_and_value_golden_bytes() -> None:
-    assert rec.encode_group_metadata_key("g") == bytes.fromhex("0002" "0001" "67")
+    assert rec.encode_group_metadata_key("g") == bytes.fromhex("0002000167")
     value = rec.GroupMetadataValue(
         protocol_type="consumer",
         generation=2,
