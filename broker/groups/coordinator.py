@@ -45,12 +45,13 @@ already knows it lost answers NOT_COORDINATOR even before ``on_resigned``.
 
 Simplified or different from Kafka, on purpose:
 
-* **Static membership (KIP-345) is not supported.**  A JoinGroup with a ``group_instance_id``
-  gets UNSUPPORTED_VERSION (35) and no member id, as Kafka brokers with
-  inter.broker.protocol.version < 2.3 answer; since no static member can exist, a SyncGroup,
-  Heartbeat, OffsetCommit or LeaveGroup naming a ``group_instance_id`` gets UNKNOWN_MEMBER_ID,
-  which is what Kafka answers for an unknown instance id.  Loaded static members (written by a
-  real Kafka) are kept as dynamic members.
+* **Static membership (KIP-345) is not supported.**  A JoinGroup, SyncGroup, Heartbeat or
+  OffsetCommit with a ``group_instance_id`` gets UNSUPPORTED_VERSION (35), exactly as Kafka
+  brokers with inter.broker.protocol.version < 2.3 answer (``KafkaApis``: "Only enable static
+  membership when IBP >= 2.3"); clients configured with ``group.instance.id`` then fail, the
+  others never send one.  LeaveGroup v3+ naming an instance id gets UNKNOWN_MEMBER_ID for that
+  member (no static member can exist).  Static members loaded from a log written by a real
+  Kafka are kept as dynamic members.
 * No transactions (TxnOffsetCommit), DescribeGroups, ListGroups, DeleteGroups, OffsetDelete,
   no offset retention or expiry (the latest commit is kept until overwritten), no
   ``require_stable`` waiting (nothing is ever unstable without transactions).
@@ -758,11 +759,11 @@ class GroupCoordinator:
         group_instance_id: str | None = None,
     ) -> JoinResult:
         """``handleJoinGroup``.  ``require_known_member_id`` is true for JoinGroup v4+."""
+        if group_instance_id is not None:
+            return JoinResult(E.unsupported_version, UNKNOWN_MEMBER_ID)  # no static membership
         err = self._validate_group_status(group_id, offsets_api=False)
         if err:
             return JoinResult(err, member_id)
-        if group_instance_id is not None:
-            return JoinResult(E.unsupported_version, UNKNOWN_MEMBER_ID)
         cfg = self.config
         if (
             not cfg.group_min_session_timeout_ms
@@ -1182,6 +1183,8 @@ class GroupCoordinator:
         group_instance_id: str | None = None,
     ) -> SyncResult:
         """``handleSyncGroup`` / ``doSyncGroup``."""
+        if group_instance_id is not None:
+            return SyncResult(E.unsupported_version)  # no static membership
         err = self._validate_group_status(group_id, offsets_api=False)
         if err == E.coordinator_load_in_progress:
             # The rebalance state was lost: make the member rejoin (old clients do not
@@ -1302,6 +1305,8 @@ class GroupCoordinator:
         group_instance_id: str | None = None,
     ) -> int:
         """``handleHeartbeat``: REBALANCE_IN_PROGRESS tells a member to rejoin."""
+        if group_instance_id is not None:
+            return E.unsupported_version  # no static membership
         err = self._validate_group_status(group_id, offsets_api=False)
         if err == E.coordinator_load_in_progress:
             return NONE  # the group is still loading: answer blindly
@@ -1372,6 +1377,8 @@ class GroupCoordinator:
         """``handleCommitOffsets``: one error code per entry of ``offsets``, in order, sent
         only after the append (acks=all) finished."""
         n = len(offsets)
+        if group_instance_id is not None:
+            return [E.unsupported_version] * n  # no static membership
         results: list[int] = [NONE] * n
         exists = self.partition_exists
         todo = [i for i, (t, p, _) in enumerate(offsets) if exists is None or exists(t, p)]

@@ -291,7 +291,9 @@ async def test_validation_errors() -> None:
     assert other.error == INCONSISTENT_GROUP_PROTOCOL
     assert (await h.join("g", protocol_type="connect")).error == INCONSISTENT_GROUP_PROTOCOL
     assert h.coord.heartbeat("g", 1, "stranger") == UNKNOWN_MEMBER_ID
-    assert h.coord.heartbeat("g", 1, a, group_instance_id="i") == UNKNOWN_MEMBER_ID
+    assert h.coord.heartbeat("g", 1, a, group_instance_id="i") == UNSUPPORTED_VERSION
+    with_instance = await h.coord.sync_group("g", 1, a, assignments={}, group_instance_id="i")
+    assert with_instance.error == UNSUPPORTED_VERSION
     assert h.coord.heartbeat("nope", 1, a) == UNKNOWN_MEMBER_ID
     assert (await h.sync("g", 2, a)).error == ILLEGAL_GENERATION
     assert (await h.sync("g", 1, "stranger")).error == UNKNOWN_MEMBER_ID

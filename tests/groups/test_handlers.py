@@ -347,6 +347,31 @@ async def test_join_group_errors_at_every_version(version: int) -> None:
         assert r.error_code == 35 and r.member_id == ""
 
 
+@pytest.mark.parametrize("version", list(_served(ApiKey.HEARTBEAT)))
+@async_test
+async def test_static_members_refused_as_by_a_pre_2_3_broker(version: int) -> None:
+    h = Harness()
+    await h.lead_all()
+    c = Client(h, "c")
+    common = {"group_id": "g", "generation_id": 1, "member_id": "m", "group_instance_id": "i"}
+    hb = await c.call(ApiKey.HEARTBEAT, version, **common)
+    sync = await c.call(ApiKey.SYNC_GROUP, version, **common, assignments=[])
+    if version >= 3:  # the first versions with group_instance_id
+        assert hb.error_code == sync.error_code == 35
+        commit = await c.call(
+            ApiKey.OFFSET_COMMIT,
+            version + 4,
+            group_id="g",
+            generation_id_or_member_epoch=1,
+            member_id="m",
+            group_instance_id="i",
+            topics=[{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 1}]}],
+        )
+        assert commit.topics[0].partitions[0].error_code == 35
+    else:
+        assert hb.error_code == sync.error_code == 25
+
+
 @pytest.mark.parametrize("version", list(_served(ApiKey.SYNC_GROUP)))
 @async_test
 async def test_sync_group_unknown_member_at_every_version(version: int) -> None:
