@@ -21,7 +21,7 @@ docstrings name the Scala method each piece mirrors.  A group moves through
   (``InitialDelayedJoin``).
 * The leader's JoinGroup reply carries every member's metadata; followers get none.  The leader's
   SyncGroup assignment is persisted (GroupMetadataValue, acks=all) before anyone gets it;
-  members that do not send SyncGroup within the rebalance timeout are removed (KIP-814's
+  members that do not send SyncGroup within the rebalance timeout are removed (KAFKA-12890's
   ``DelayedSync``).
 * Session timeouts: a member that neither heartbeats nor waits in a JoinGroup/SyncGroup for
   ``session_timeout_ms`` is removed (a new member's pending JoinGroup expires after
