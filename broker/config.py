@@ -785,6 +785,8 @@ class BrokerConfig:
 
     # --- hiwater's own
     hiwater_bugs: tuple[str, ...] = _key(_Bugs(), ())
+    # The broker's read-only replica-state endpoint (HTTP GET /replicas), off when unset.
+    hiwater_admin_port: int | None = _key(_OptionalInt(0, 65535), None)
 
     # Keys that are not modelled (ignored Kafka keys and unknown keys), sorted, verbatim.
     other_properties: tuple[tuple[str, str], ...] = ()

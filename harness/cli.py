@@ -235,5 +235,68 @@ def toxiproxy(
     raise typer.Exit(toxi_main(["--listen", listen]))
 
 
+@app.command("broker")
+def broker_cmd(
+    config: Path = typer.Option(..., "--config", help="A Kafka server.properties file."),
+    override: list[str] = typer.Option(
+        [], "--override", help="key=value, applied over the file (repeatable)."),
+) -> None:
+    """Run one broker until SIGTERM/SIGINT (exit 2 bad config, 3 ZooKeeper unreachable)."""
+    from broker.runtime.main import main as broker_main
+
+    pairs: dict[str, str] = {}
+    for item in override:
+        if "=" not in item:
+            typer.echo(f"--override needs key=value, got {item!r}", err=True)
+            raise typer.Exit(2)
+        k, v = item.split("=", 1)
+        pairs[k.strip()] = v.strip()
+    raise typer.Exit(broker_main(str(config), pairs))
+
+
+cluster_app = typer.Typer(no_args_is_help=True, help="A local cluster: ZooKeeper + N brokers.")
+app.add_typer(cluster_app, name="cluster")
+
+
+@cluster_app.command("up")
+def cluster_up(
+    brokers: int = typer.Option(3, "--brokers", help="Number of brokers (ids 1..N)."),
+    directory: Path = typer.Option(Path("store/cluster"), "--dir", help="Data and logs."),
+    override: list[str] = typer.Option([], "--override", help="key=value for every broker."),
+) -> None:
+    """Start ZooKeeper and N brokers on 127.0.0.x; print the bootstrap servers once the
+    cluster serves Metadata, and leave it running (`hiwater cluster down` stops it)."""
+    from broker.runtime.cluster import STATE_FILE, ClusterError, LocalCluster
+
+    if (directory / STATE_FILE).exists():
+        typer.echo(f"a cluster is already recorded in {directory}: run `hiwater cluster down "
+                   f"--dir {directory}` first", err=True)
+        raise typer.Exit(1)
+    pairs = dict(item.split("=", 1) for item in override if "=" in item)
+    cluster = LocalCluster(directory, brokers, pairs)
+    try:
+        cluster.start()
+    except ClusterError as e:
+        typer.echo(f"cluster did not start: {e}", err=True)
+        raise typer.Exit(1) from None
+    cluster.save_state()
+    typer.echo(cluster.bootstrap)
+
+
+@cluster_app.command("down")
+def cluster_down(
+    directory: Path = typer.Option(Path("store/cluster"), "--dir", help="As given to up."),
+) -> None:
+    """Stop the brokers and ZooKeeper that `up` started (by their recorded PIDs)."""
+    from broker.runtime.cluster import ClusterError, down
+
+    try:
+        for line in down(directory):
+            typer.echo(f"stopped {line}")
+    except ClusterError as e:
+        typer.echo(str(e), err=True)
+        raise typer.Exit(1) from None
+
+
 def main() -> None:
     app()

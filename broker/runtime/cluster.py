@@ -34,7 +34,7 @@ from broker.runtime.zkserver import ZooKeeperServer, free_port
 from broker.wire import decode_response, encode_request
 
 STATE_FILE = "cluster.json"
-READY_TIMEOUT_S = 60.0
+READY_TIMEOUT_S = 15.0
 
 
 class ClusterError(RuntimeError):

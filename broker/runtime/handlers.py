@@ -21,7 +21,6 @@ from kio.schema.errors import ErrorCode
 
 from broker.recordbatch import HEADER_SIZE, unpack_header
 from broker.store.batch import validate_produced
-from broker.store.config import LogConfig
 from broker.store.errors import InvalidRecordError, RecordTooLargeError, StoreError
 from broker.wire import (
     FetchPartitionResponse,
@@ -515,7 +514,7 @@ class Apis:
             return (TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.", 0, 0, {}, {})
         cfg = {c.name: c.value for c in t.configs if c.value is not None}
         try:
-            LogConfig.from_properties({**self.b.config.topic_defaults(), **cfg})
+            self.b.config.topic_log_config(cfg)
         except Exception as e:
             return (INVALID_CONFIG, str(e), 0, 0, {}, {})
         live = sorted(lb.broker_id for lb in self.node.state.live_brokers)

@@ -55,12 +55,23 @@ async def _admin(broker: Broker, host: str, port: int) -> asyncio.base_events.Se
     return await asyncio.start_server(serve, host, port)
 
 
+def _dump_tasks() -> None:
+    """SIGUSR1: log every asyncio task's stack (diagnosing a stuck broker)."""
+    import io
+
+    for task in asyncio.all_tasks():
+        out = io.StringIO()
+        task.print_stack(file=out)
+        log.warning("task %s:\n%s", task.get_name(), out.getvalue())
+
+
 async def run(config: BrokerConfig) -> int:
     broker = Broker(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)
     try:
         await broker.start()
     except ZkUnavailable as e:
@@ -72,8 +83,8 @@ async def run(config: BrokerConfig) -> int:
         await broker.stop(controlled=False)
         return EXIT_CONFIG
     admin = None
-    if config.admin_port is not None:
-        admin = await _admin(broker, broker.host, config.admin_port)
+    if config.hiwater_admin_port is not None:
+        admin = await _admin(broker, broker.host, config.hiwater_admin_port)
     print(f"broker {config.broker_id} serving {broker.adv_host}:{broker.adv_port}", flush=True)
     await broker.serve_until(stop)
     if admin is not None:
@@ -93,12 +104,10 @@ def main(config_path: str, overrides: dict[str, str] | None = None) -> int:
     try:
         config = BrokerConfig.from_file(Path(config_path))
         if overrides:
-            config = config.with_overrides(overrides)
+            config = config.with_overrides(**overrides)
     except (ConfigError, OSError) as e:
         print(f"hiwater broker: {e}", file=sys.stderr)
         return EXIT_CONFIG
-    for warning in config.warnings:
-        log.warning("%s", warning)
     return asyncio.run(run(config))
 
 

@@ -40,8 +40,10 @@ from core.config import ProtocolConfig
 from core.messages import (
     ControlledShutdownResponse,
     FetchResponse,
+    LeaderAndIsrRequest,
     Message,
     OffsetForLeaderEpochResponse,
+    StopReplicaRequest,
 )
 from core.node import BrokerState, DurableReplica, recover, replica, step
 from core.producer import ProducerTable, record_batch
@@ -52,6 +54,7 @@ log = logging.getLogger(__name__)
 
 EVENT_QUEUE_MAX = 100_000  # events raised while applying effects (bounded, DESIGN rule 9)
 RESPONSES = (FetchResponse, OffsetForLeaderEpochResponse, ControlledShutdownResponse)
+ROLE_CHANGES = (LeaderAndIsrRequest, StopReplicaRequest)
 
 
 class NodeError(RuntimeError):
@@ -159,6 +162,7 @@ class Node:
         self.failed: BaseException | None = None
         self.on_failure: Callable[[BaseException], None] | None = None
         self.on_replica_changed: Callable[[TopicPartition], None] | None = None
+        self.on_roles_changed: Callable[[], None] | None = None
         self.steps = 0
 
     # -- events in ------------------------------------------------------------------------
@@ -187,6 +191,9 @@ class Node:
                     self.steps += 1
                     for effect in effects:
                         self._apply(effect)
+                    if self.on_roles_changed is not None and isinstance(
+                            e, ev.MessageReceived) and isinstance(e.message, ROLE_CHANGES):
+                        self.on_roles_changed()
                 except (InvariantBroken, NodeError, OSError) as err:
                     self._fail(err)
                 except Exception as err:  # a store error, or a bug: stop, loudly
@@ -243,8 +250,8 @@ class Node:
                 old = self._timers.pop(key, None)
                 if old is not None:
                     old.cancel()
-            case fx.Choose(key=key, options=options):
-                self.handle(ev.Chosen(key, options[0]))  # queued: Kafka takes the first
+            case fx.Choose(key=key):
+                self.handle(ev.Chosen(key, 0))  # queued: Kafka takes the first option
             case (
                 fx.ZkRegisterBroker() | fx.ZkElectController() | fx.ZkResignController()
                 | fx.ZkWritePartitionState() | fx.ZkNotifyIsrChange() | fx.ZkDeleteTopic()

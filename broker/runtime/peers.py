@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import socket
 import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -101,6 +103,10 @@ class Connection:
             self.timeout_s,
         )
         self._target = target
+        sock = self._writer.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     async def request(self, target: Endpoint, frame: bytes, timeout_s: float) -> bytes:
         """Send one request frame, return the response payload (without size prefix)."""
@@ -315,16 +321,35 @@ class ControlChannel:
     async def _run(self) -> None:
         while True:
             msg = await self.queue.get()
-            await self._deliver(msg)
+            try:
+                await self._deliver(msg)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # a bug: say so, keep the channel alive
+                log.exception("control request %s to broker %d failed: %s",
+                              type(msg).__name__, self.dst, e)
+
+    async def _endpoints_for(self, msg: Message) -> None:
+        """UpdateMetadata names every live broker's endpoint: learn the ones we miss."""
+        if isinstance(msg, UpdateMetadataRequest):
+            known = self.endpoints()
+            for b in msg.live_brokers:
+                if b.broker_id not in known:
+                    await self.lookup(b.broker_id, True)
 
     def _frame(self, msg: Message, cid: int) -> tuple[int, bytes]:
         client = f"broker-{self.node.broker_id}"
         eps = {b: ib.Endpoint(b, e.host, e.port, e.rack) for b, e in self.endpoints().items()}
+        known = self.endpoints()
         match msg:
             case LeaderAndIsrRequest():
                 leaders = sorted({p.leader for p in msg.partitions if p.leader in eps})
                 return 4, ib.encode_leader_and_isr(msg, [eps[b] for b in leaders], cid, client)
             case UpdateMetadataRequest():
+                # A broker that left meanwhile has no endpoint: it is not live for this
+                # request either (its successor UpdateMetadata will say so).
+                live = tuple(b for b in msg.live_brokers if b.broker_id in known)
+                msg = dataclasses.replace(msg, live_brokers=live)
                 return 6, ib.encode_update_metadata(msg, eps, cid, client)
             case StopReplicaRequest():
                 return 5, ib.encode_stop_replica(msg, cid, client)
@@ -333,6 +358,7 @@ class ControlChannel:
         raise TypeError(f"not a control request: {msg!r}")
 
     async def _deliver(self, msg: Message) -> None:
+        await self._endpoints_for(msg)
         misses = 0
         delay = 0.1
         while True:

@@ -50,11 +50,13 @@ from core.messages import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-from core.types import NO_LEADER, Role, TopicPartition
+from core.types import NO_BROKER_EPOCH, NO_LEADER, Role, TopicPartition
 
 log = logging.getLogger(__name__)
 
 MAX_CONNECTIONS = 10_000
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
+REGISTRATION_WAIT_S = 10.0
 PRODUCER_ID_BLOCK = 1000
 
 
@@ -62,15 +64,15 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.broker_id = config.broker_id
-        self.host, self.port = config.listener
-        self.adv_host, self.adv_port = config.advertised_listener
+        self.host, self.port = config.listeners.address
+        self.adv_host, self.adv_port = config.advertised_listener_for(self.port).address
         self.node: Node = None  # type: ignore[assignment]
         self.logs: LogManager | None = None
         self.zk: ZkAdapter | None = None
         self.zkd: ZkDriver | None = None
         self.peers: Peers | None = None
         self.apis = Apis(self)
-        self.quotas = QuotaManager.from_config(config)
+        self.quotas = QuotaManager(config.quota_config())
         self.groups: Any = None
         self.endpoints: dict[int, Endpoint] = {}
         self.cluster_id = ""
@@ -104,14 +106,13 @@ class Broker:
         sock = self._server.sockets[0]
         if self.port == 0:
             self.port = sock.getsockname()[1]
-            if self.adv_port == 0:
-                self.adv_port = self.port
+            self.adv_host, self.adv_port = cfg.advertised_listener_for(self.port).address
         self.zkd = ZkDriver(None, self.node.handle, self._on_fatal)  # type: ignore[arg-type]
         self.zk = ZkAdapter(
-            cfg.zookeeper_connect, self.broker_id, sink=self.zkd.sink, host=self.adv_host,
+            str(cfg.zookeeper_connect), self.broker_id, sink=self.zkd.sink, host=self.adv_host,
             port=self.adv_port, rack=cfg.broker_rack,
             session_timeout_s=cfg.zookeeper_session_timeout_ms / 1000.0,
-            connect_timeout_s=cfg.zookeeper_connection_timeout_ms / 1000.0,
+            connect_timeout_s=cfg.effective_zookeeper_connection_timeout_ms / 1000.0,
         )
         self.zkd.adapter = self.zk
         await loop.run_in_executor(None, self.zk.start)
@@ -124,6 +125,7 @@ class Broker:
             timeout_s=cfg.replica_socket_timeout_ms / 1000.0, endpoints=lambda: self.endpoints)
         self.endpoints[self.broker_id] = Endpoint(self.adv_host, self.adv_port, cfg.broker_rack)
         self.groups = self._make_groups()
+        self.node.on_roles_changed = self.groups.sync
         self._housekeeping = asyncio.create_task(self._periodic(), name="housekeeping")
         self.node.handle(ev.Started())
         log.info("broker %d listening on %s:%d", self.broker_id, self.host, self.port)
@@ -149,6 +151,9 @@ class Broker:
                 await self._housekeeping
         if self.peers is not None:
             await self.peers.close()
+        if self.groups is not None:
+            with contextlib.suppress(Exception):
+                await self.groups.close()
         if self.zkd is not None:
             await self.zkd.close()
         if self.zk is not None:
@@ -166,7 +171,7 @@ class Broker:
         controlled.shutdown.enable with its retries)."""
         if not self.config.controlled_shutdown_enable:
             return
-        deadline = time.monotonic() + self.config.controlled_shutdown_timeout_s
+        deadline = time.monotonic() + CONTROLLED_SHUTDOWN_TIMEOUT_S
         self.node.handle(ev.ControlledShutdownRequested())
         while time.monotonic() < deadline:
             leading = [r for r in self.node.state.replicas
@@ -221,8 +226,7 @@ class Broker:
 
     def _topic_log_config(self, topic: str, overrides: Mapping[str, str]) -> Any:
         if topic == OFFSETS_TOPIC:
-            overrides = {"cleanup.policy": "compact", "segment.bytes": "104857600",
-                         "compression.type": "producer", **overrides}
+            overrides = {**self.config.offsets_topic_overrides(), **overrides}
         return self.config.topic_log_config(overrides)
 
     async def _ensure_topic_configs(self, topics: Iterable[str]) -> None:
@@ -421,6 +425,12 @@ class Broker:
             return None
         msg = decoded.message
         cid = decoded.header.correlation_id
+        # Kafka processes no request before its registration completes (the socket server
+        # starts processing at the end of startup): a controller that saw our znode may be
+        # faster than our own ZooKeeper completion. Hold the request rather than drop it.
+        deadline = time.monotonic() + REGISTRATION_WAIT_S
+        while self.node.state.broker_epoch == NO_BROKER_EPOCH and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
         api_key = decoded.header.api_key
         if isinstance(msg, UpdateMetadataRequest):
             for b, e in decoded.endpoints.items():
@@ -433,7 +443,7 @@ class Broker:
             fut = self.node.responses.expect((msg.broker_id, "ControlledShutdownResponse", None))
             self.node.handle(ev.MessageReceived(msg.broker_id, msg))
             try:
-                resp = await asyncio.wait_for(fut, self.config.controlled_shutdown_timeout_s)
+                resp = await asyncio.wait_for(fut, CONTROLLED_SHUTDOWN_TIMEOUT_S)
             except TimeoutError:
                 self.node.responses.forget((msg.broker_id, "ControlledShutdownResponse", None),
                                            fut)
@@ -441,6 +451,9 @@ class Broker:
             return ib.encode_controlled_shutdown_response(resp, cid)
         assert isinstance(msg, LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest)
         stale = msg.controller_epoch < self.node.state.controller_epoch
+        log.info("broker %d: %s from controller %d (epoch %d, broker epoch %d, %d partitions)%s",
+                 self.broker_id, type(msg).__name__, msg.controller_id, msg.controller_epoch,
+                 msg.broker_epoch, len(msg.partitions), " stale" if stale else "")
         self.node.handle(ev.MessageReceived(msg.controller_id, msg))
         return ib.encode_interbroker_response(cid, api_key, 11 if stale else 0)
 
