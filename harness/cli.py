@@ -237,15 +237,15 @@ def toxiproxy(
 
 @app.command("broker")
 def broker_cmd(
-    config: Path = typer.Option(..., "--config", help="A Kafka server.properties file."),
-    override: list[str] = typer.Option(
-        [], "--override", help="key=value, applied over the file (repeatable)."),
+    config: Annotated[Path, typer.Option("--config", help="A Kafka server.properties file.")],
+    override: Annotated[list[str] | None, typer.Option(
+        "--override", help="key=value, applied over the file (repeatable).")] = None,
 ) -> None:
     """Run one broker until SIGTERM/SIGINT (exit 2 bad config, 3 ZooKeeper unreachable)."""
     from broker.runtime.main import main as broker_main
 
     pairs: dict[str, str] = {}
-    for item in override:
+    for item in override or []:
         if "=" not in item:
             typer.echo(f"--override needs key=value, got {item!r}", err=True)
             raise typer.Exit(2)
@@ -254,15 +254,17 @@ def broker_cmd(
     raise typer.Exit(broker_main(str(config), pairs))
 
 
+CLUSTER_DIR = Path("store/cluster")
 cluster_app = typer.Typer(no_args_is_help=True, help="A local cluster: ZooKeeper + N brokers.")
 app.add_typer(cluster_app, name="cluster")
 
 
 @cluster_app.command("up")
 def cluster_up(
-    brokers: int = typer.Option(3, "--brokers", help="Number of brokers (ids 1..N)."),
-    directory: Path = typer.Option(Path("store/cluster"), "--dir", help="Data and logs."),
-    override: list[str] = typer.Option([], "--override", help="key=value for every broker."),
+    brokers: Annotated[int, typer.Option("--brokers", help="Number of brokers (ids 1..N).")] = 3,
+    directory: Annotated[Path, typer.Option("--dir", help="Data and logs.")] = CLUSTER_DIR,
+    override: Annotated[list[str] | None, typer.Option(
+        "--override", help="key=value for every broker.")] = None,
 ) -> None:
     """Start ZooKeeper and N brokers on 127.0.0.x; print the bootstrap servers once the
     cluster serves Metadata, and leave it running (`hiwater cluster down` stops it)."""
@@ -272,7 +274,7 @@ def cluster_up(
         typer.echo(f"a cluster is already recorded in {directory}: run `hiwater cluster down "
                    f"--dir {directory}` first", err=True)
         raise typer.Exit(1)
-    pairs = dict(item.split("=", 1) for item in override if "=" in item)
+    pairs = dict(item.split("=", 1) for item in override or [] if "=" in item)
     cluster = LocalCluster(directory, brokers, pairs)
     try:
         cluster.start()
@@ -285,7 +287,7 @@ def cluster_up(
 
 @cluster_app.command("down")
 def cluster_down(
-    directory: Path = typer.Option(Path("store/cluster"), "--dir", help="As given to up."),
+    directory: Annotated[Path, typer.Option("--dir", help="As given to up.")] = CLUSTER_DIR,
 ) -> None:
     """Stop the brokers and ZooKeeper that `up` started (by their recorded PIDs)."""
     from broker.runtime.cluster import ClusterError, down
