@@ -10,6 +10,7 @@ with ZooKeeper and the store, as Kafka's `KafkaApis` does.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import logging
 import re
@@ -305,13 +306,21 @@ class Apis:
         min_bytes = int(body.min_bytes)
         wanted = [(TopicPartition(t.topic, int(p.partition)), p)
                   for t in body.topics for p in t.partitions]
+        # Kafka caps a consumer fetch at what the quota window allows at most.
+        max_bytes = min(int(body.max_bytes), self.b.fetch_quota_cap(req))
         while True:
-            parts, size, errors = self._consumer_read(wanted, int(body.max_bytes))
+            parts, size, errors = self._consumer_read(wanted, max_bytes)
             left = deadline - loop.time()
             if size >= min_bytes or errors or left <= 0 or not wanted:
                 break
             await self.node.wait_for_change([tp for tp, _ in wanted], left)
         throttle = self.b.throttle("fetch", req, size)
+        if throttle > 0:
+            # KafkaApis: a throttled fetch is not served. Its bytes are taken back and the
+            # client gets the partitions without records, the throttle time, and a muted
+            # channel for that long (KIP-219).
+            self.b.unthrottle("fetch", req, size)
+            parts = [(tp, dataclasses.replace(p, records=())) for tp, p in parts]
         return Response(self._fetch_frame(req, parts, throttle), throttle)
 
     def _consumer_read(self, wanted: list[tuple[TopicPartition, Any]], max_bytes: int

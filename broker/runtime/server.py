@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import functools
 import json
 import logging
 import os
 import random
 import socket
 import time
+import types
+import typing
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -58,6 +62,45 @@ MAX_CONNECTIONS = 10_000
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
 REGISTRATION_WAIT_S = 10.0
 PRODUCER_ID_BLOCK = 1000
+
+
+@functools.cache
+def _array_fields(cls: type) -> tuple[tuple[str, bool, bool], ...]:
+    """(name, nullable, holds entities) of a kio entity's array and entity fields."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        args = typing.get_args(hint)
+        nullable = typing.get_origin(hint) in (typing.Union, types.UnionType) \
+            and type(None) in args
+        inner = next((a for a in args if a is not type(None)), hint) if nullable else hint
+        if typing.get_origin(inner) is tuple:
+            item = typing.get_args(inner)[0]
+            out.append((f.name, nullable, dataclasses.is_dataclass(item)))
+        elif dataclasses.is_dataclass(inner):
+            out.append((f.name, True, True))
+    return tuple(out)
+
+
+def null_array(entity: Any, path: str = "") -> str | None:
+    """The path of an array that Kafka's schema does not make nullable but the request sent
+    as null (length -1), or None. kio 0.6.5 reads such an array as None where Kafka's parser
+    fails (the connection is then closed); the handlers iterate it and would crash."""
+    cls: Any = type(entity)
+    for name, nullable, nested in _array_fields(cls):
+        value = getattr(entity, name)
+        if value is None:
+            if not nullable:
+                return path + name
+            continue
+        if not nested:
+            continue
+        for i, item in enumerate(value if isinstance(value, tuple) else (value,)):
+            found = null_array(item, f"{path}{name}[{i}].")
+            if found is not None:
+                return found
+    return None
 
 
 class Broker:
@@ -327,6 +370,14 @@ class Broker:
         return int(self.quotas.record_and_get_throttle(
             kind, "ANONYMOUS", req.header.client_id or "", nbytes, int(time.time() * 1000)))
 
+    def unthrottle(self, kind: str, req: Request, nbytes: int) -> None:
+        self.quotas.unrecord(kind, "ANONYMOUS", req.header.client_id or "", nbytes,  # type: ignore[arg-type]
+                             int(time.time() * 1000))
+
+    def fetch_quota_cap(self, req: Request) -> int:
+        return int(self.quotas.fetch_max_bytes_in_quota_window(
+            "ANONYMOUS", req.header.client_id or ""))
+
     async def group_request(self, req: Request, client_host: str) -> bytes:
         return bytes(await self.groups.handle(req, client_host))
 
@@ -387,6 +438,11 @@ class Broker:
                 writer.write(decoded.frame)
                 await writer.drain()
                 continue
+            null = null_array(decoded.body)
+            if null is not None:  # Kafka's parser throws: close, as for any malformed body
+                log.info("closing connection from %s: api %d v%d: non-nullable array %s is null",
+                         client_host, decoded.api_key, decoded.api_version, null)
+                return
             resp = await self.apis.handle(decoded, client_host)
             if resp.frame is not None:
                 await self._write(writer, resp.frame)

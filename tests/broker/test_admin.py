@@ -106,7 +106,11 @@ def test_delete_topic_removes_it_everywhere(quota_cluster: LocalCluster) -> None
 
     _create(quota_cluster.bootstrap, "doomed", partitions=2)
     admin = AdminClient({"bootstrap.servers": quota_cluster.bootstrap})
-    assert "doomed" in admin.list_topics(timeout=10).topics
+    # Metadata caches of the other brokers follow the controller's UpdateMetadata (as Kafka)
+    deadline = time.monotonic() + 20
+    while "doomed" not in admin.list_topics(timeout=10).topics:
+        assert time.monotonic() < deadline, "created topic never appeared in Metadata"
+        time.sleep(0.1)
     for f in admin.delete_topics(["doomed"]).values():
         f.result(30)
     deadline = time.monotonic() + 30
