@@ -1,0 +1,202 @@
+"""One interface for a cluster under test: the `Runtime`.
+
+A runtime starts and stops a cluster (or only points at one) and carries out faults on it. The
+nemesis (`nemesis/`) speaks only this interface, so the same fault schedule runs against local
+processes (`harness.runtime.local.LocalRuntime`), and a cluster the user runs themselves
+(`harness.runtime.existing.ExistingClusterRuntime`, where every fault is `FaultUnsupported`).
+
+Node names are `"n1" .. "nN"` (broker id i is `n<i>`). `zookeeper_node` names ZooKeeper in
+grudges (`"zk"`), so "isolate n2 from ZooKeeper" is the grudge `{"n2": {"zk"}, "zk": {"n2"}}`.
+
+A grudge maps a node to the nodes it ignores (Jepsen's `grudge`): `{"n1": {"n2"}}` drops the
+packets n2 sends to n1. `complete_grudge([[a], [b, c]])` cuts between components both ways.
+
+Every fault method returns a small JSON-friendly dict saying what it did; it becomes the value of
+the nemesis's completion op in the history.
+"""
+
+from __future__ import annotations
+
+import abc
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+ZOOKEEPER_NODE = "zk"
+
+Grudge = Mapping[str, Iterable[str]]
+
+_NODE_RE = re.compile(r"^n([1-9][0-9]{0,2})$")
+
+
+class ClusterRuntimeError(RuntimeError):
+    """Base of the runtime's own errors."""
+
+
+class FaultUnsupported(ClusterRuntimeError):
+    """This runtime cannot carry out this fault here (and says why)."""
+
+    def __init__(self, fault: str, reason: str) -> None:
+        super().__init__(f"{fault} unsupported: {reason}")
+        self.fault = fault
+        self.reason = reason
+
+
+class NodeStateError(ClusterRuntimeError):
+    """The fault needs the node in another state (e.g. `wipe` on a running node)."""
+
+
+def node_name(broker_id: int) -> str:
+    return f"n{broker_id}"
+
+
+def node_id(node: str) -> int:
+    m = _NODE_RE.match(node)
+    if m is None:
+        raise ValueError(f"node names are n1, n2, ...; got {node!r}")
+    return int(m.group(1))
+
+
+def normalize_grudge(grudge: Grudge, nodes: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """A grudge with sorted tuples, empty entries dropped, names checked against `nodes`."""
+    known = set(nodes)
+    out: dict[str, tuple[str, ...]] = {}
+    for dst in sorted(grudge):
+        srcs = tuple(sorted(set(grudge[dst]) - {dst}))
+        for n in (dst, *srcs):
+            if n not in known:
+                raise ValueError(f"grudge names unknown node {n!r} (known: {sorted(known)})")
+        if srcs:
+            out[dst] = srcs
+    return out
+
+
+def complete_grudge(components: Iterable[Iterable[str]]) -> dict[str, tuple[str, ...]]:
+    """Every node ignores every node outside its own component (Jepsen `complete-grudge`)."""
+    comps = [tuple(sorted(set(c))) for c in components]
+    every = sorted({n for c in comps for n in c})
+    return {
+        n: tuple(m for m in every if m not in c)
+        for c in comps
+        for n in c
+        if any(m not in c for m in every)
+    }
+
+
+class Runtime(abc.ABC):
+    """A cluster under test. `stop()` is idempotent and stops everything `start()` started."""
+
+    #: the name ZooKeeper has in grudges, or None when the runtime has no ZooKeeper to cut
+    zookeeper_node: str | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def start(self) -> Runtime: ...
+
+    @abc.abstractmethod
+    def stop(self) -> None: ...
+
+    def __enter__(self) -> Runtime:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- views -------------------------------------------------------------------------------
+
+    @property
+    @abc.abstractmethod
+    def bootstrap(self) -> str: ...
+
+    @property
+    @abc.abstractmethod
+    def nodes(self) -> tuple[str, ...]: ...
+
+    def capabilities(self) -> dict[str, str | None]:
+        """Fault name -> None when supported, else the reason it is not."""
+        return {}
+
+    @abc.abstractmethod
+    def is_running(self, node: str) -> bool:
+        """The node's process exists (it may be paused)."""
+
+    @abc.abstractmethod
+    def is_paused(self, node: str) -> bool: ...
+
+    @abc.abstractmethod
+    def replica_states(self, node: str) -> dict[str, Any]: ...
+
+    @abc.abstractmethod
+    def leader_of(self, topic: str, partition: int) -> str | None:
+        """The leader with the highest leader epoch any reachable broker reports, or None."""
+
+    @abc.abstractmethod
+    def controller(self) -> str | None: ...
+
+    @abc.abstractmethod
+    def collect_logs(self, run_dir: Path) -> list[Path]:
+        """Copy each node's log (and ZooKeeper's) into `run_dir`; returns the files written."""
+
+    # -- process faults ------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def kill(self, node: str) -> dict[str, Any]:
+        """SIGKILL (a crash: nothing is flushed, the ZooKeeper session expires later)."""
+
+    @abc.abstractmethod
+    def start_node(self, node: str) -> dict[str, Any]: ...
+
+    @abc.abstractmethod
+    def stop_node(self, node: str) -> dict[str, Any]:
+        """Clean shutdown (SIGTERM: controlled shutdown, flush, checkpoints)."""
+
+    @abc.abstractmethod
+    def pause(self, node: str) -> dict[str, Any]:
+        """SIGSTOP."""
+
+    @abc.abstractmethod
+    def resume(self, node: str) -> dict[str, Any]:
+        """SIGCONT."""
+
+    # -- disk faults (the node must be down) ---------------------------------------------------
+
+    @abc.abstractmethod
+    def wipe(self, node: str) -> dict[str, Any]:
+        """Delete the node's data directory (disk loss)."""
+
+    @abc.abstractmethod
+    def lose_unflushed(self, node: str) -> dict[str, Any]:
+        """Truncate the node's files to what was durable (power loss after a crash)."""
+
+    @abc.abstractmethod
+    def corrupt_segment(
+        self, node: str, seed: int = 0, kind: str = "header"
+    ) -> dict[str, Any]:
+        """Flip bytes in a closed segment of one of the node's partitions."""
+
+    # -- network faults ------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def partition(self, grudge: Grudge) -> dict[str, Any]:
+        """Cut links as the grudge says (adds to any cut already in place)."""
+
+    @abc.abstractmethod
+    def heal(self) -> dict[str, Any]:
+        """Remove every network cut."""
+
+    @abc.abstractmethod
+    def add_toxic(
+        self,
+        node: str,
+        toxic_type: str,
+        attributes: Mapping[str, Any],
+        *,
+        stream: str = "downstream",
+        toxicity: float = 1.0,
+    ) -> dict[str, Any]:
+        """A Toxiproxy toxic on the link into `node` (every connection to that broker)."""
+
+    @abc.abstractmethod
+    def remove_toxics(self, node: str | None = None) -> dict[str, Any]: ...

@@ -1,0 +1,137 @@
+"""`ExistingClusterRuntime`: a Kafka-protocol cluster the user runs (Kafka, Redpanda, ...).
+
+It only knows the bootstrap servers. Nothing is started or stopped, and every fault raises
+`FaultUnsupported` (the campaign then runs its workload with no nemesis). `leader_of` and
+`controller` ask the cluster with a Metadata request (kafka-python). Using this runtime is an
+explicit choice of the user (bootstrap servers on the command line), never a test default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NoReturn
+
+from harness.runtime.base import FaultUnsupported, Grudge, Runtime
+
+REASON = "an existing cluster is only reached through its bootstrap servers"
+
+
+class ExistingClusterRuntime(Runtime):
+    zookeeper_node = None
+
+    def __init__(self, bootstrap: str, *, request_timeout_ms: int = 5000) -> None:
+        hosts = [h.strip() for h in bootstrap.split(",") if h.strip()]
+        if not hosts or any(":" not in h for h in hosts):
+            raise ValueError(f"bootstrap must be host:port[,host:port...], not {bootstrap!r}")
+        self._bootstrap = ",".join(hosts)
+        self.request_timeout_ms = request_timeout_ms
+        self._nodes: tuple[str, ...] = ()
+
+    def start(self) -> ExistingClusterRuntime:
+        return self
+
+    def stop(self) -> None:
+        return None
+
+    @property
+    def bootstrap(self) -> str:
+        return self._bootstrap
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """`n<broker id>` of the brokers the cluster's metadata lists (empty if unreachable)."""
+        if not self._nodes:
+            try:
+                md = self._metadata()
+                self._nodes = tuple(f"n{b}" for b in sorted(md["brokers"]))
+            except Exception:
+                return ()
+        return self._nodes
+
+    def capabilities(self) -> dict[str, str | None]:
+        return {f: REASON for f in ("kill", "start", "stop", "pause", "resume", "wipe",
+                                    "lose-unflushed", "corrupt", "partition",
+                                    "isolate-from-zookeeper", "toxic")}
+
+    def _metadata(self) -> dict[str, Any]:
+        from kafka import KafkaAdminClient
+
+        admin = KafkaAdminClient(bootstrap_servers=self._bootstrap,
+                                 request_timeout_ms=self.request_timeout_ms,
+                                 client_id="hiwater-runtime")
+        try:
+            cluster = admin.describe_cluster()
+            topics = admin.describe_topics()
+        finally:
+            admin.close()
+        return {
+            "brokers": [int(b["node_id"]) for b in cluster.get("brokers", ())],
+            "controller_id": int(cluster.get("controller_id", -1)),
+            "topics": topics,
+        }
+
+    def is_running(self, node: str) -> bool:
+        return node in self.nodes
+
+    def is_paused(self, node: str) -> bool:
+        return False
+
+    def replica_states(self, node: str) -> dict[str, Any]:
+        self._unsupported("replica-states")
+
+    def leader_of(self, topic: str, partition: int) -> str | None:
+        for t in self._metadata()["topics"]:
+            if t.get("topic") == topic:
+                for p in t.get("partitions", ()):
+                    if p.get("partition") == partition and p.get("leader", -1) >= 0:
+                        return f"n{p['leader']}"
+        return None
+
+    def controller(self) -> str | None:
+        cid = self._metadata()["controller_id"]
+        return f"n{cid}" if cid >= 0 else None
+
+    def collect_logs(self, run_dir: Path) -> list[Path]:
+        return []
+
+    @staticmethod
+    def _unsupported(fault: str) -> NoReturn:
+        raise FaultUnsupported(fault, REASON)
+
+    def kill(self, node: str) -> dict[str, Any]:
+        self._unsupported("kill")
+
+    def start_node(self, node: str) -> dict[str, Any]:
+        self._unsupported("start")
+
+    def stop_node(self, node: str) -> dict[str, Any]:
+        self._unsupported("stop")
+
+    def pause(self, node: str) -> dict[str, Any]:
+        self._unsupported("pause")
+
+    def resume(self, node: str) -> dict[str, Any]:
+        self._unsupported("resume")
+
+    def wipe(self, node: str) -> dict[str, Any]:
+        self._unsupported("wipe")
+
+    def lose_unflushed(self, node: str) -> dict[str, Any]:
+        self._unsupported("lose-unflushed")
+
+    def corrupt_segment(self, node: str, seed: int = 0, kind: str = "header") -> dict[str, Any]:
+        self._unsupported("corrupt")
+
+    def partition(self, grudge: Grudge) -> dict[str, Any]:
+        self._unsupported("partition")
+
+    def heal(self) -> dict[str, Any]:
+        return {"healed": 0, "note": REASON}
+
+    def add_toxic(self, node: str, toxic_type: str, attributes: Mapping[str, Any], *,
+                  stream: str = "downstream", toxicity: float = 1.0) -> dict[str, Any]:
+        self._unsupported("toxic")
+
+    def remove_toxics(self, node: str | None = None) -> dict[str, Any]:
+        return {"removed": {}}
