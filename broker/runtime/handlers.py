@@ -384,8 +384,11 @@ class Apis:
             size = 0
             errors = False
             for tp, p in wanted:
+                # current_leader_epoch is in Fetch v9+, last_fetched_epoch in v12+: an older
+                # replica fetch has neither (-1: no fencing, no divergence check, as Kafka)
                 msg = FetchRequest(follower, tp, int(p.fetch_offset),
-                                   int(p.current_leader_epoch), int(p.last_fetched_epoch))
+                                   int(getattr(p, "current_leader_epoch", -1)),
+                                   int(getattr(p, "last_fetched_epoch", -1)))
                 resp = self._ask(follower, msg, "FetchResponse")
                 part, n = self._replica_part(tp, p, resp, size, int(body.max_bytes))
                 parts.append((tp, part))
