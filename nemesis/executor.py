@@ -1,0 +1,198 @@
+"""Carry out a fault on a `Runtime`; say what happened as the history value of the completion.
+
+`execute(fault, runtime, rng, focus)` never raises for a fault that could not be done: the
+value then has `"error"` (or `"unsupported"` with the runtime's reason), as Jepsen records a
+nemesis that threw. Completion values:
+
+- `start-partition`: `{"isolated": grudge}`; `stop-partition`: `"network-healed"`;
+- `kill`/`start`/`pause`/`resume`/`restart`: `{node: result}` (`"killed"`, `"already-down"`...);
+- `wipe`/`lose-unflushed`/`corrupt`: `{node: {what the disk lost}}`;
+- `toxic`/`stop-toxic`: `{node: toxic name}` / `{"removed": {...}}`;
+- `heal`: `heal_all`'s report.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+from harness.runtime.base import FaultUnsupported, Runtime
+from nemesis import grudges
+from nemesis.faults import (
+    CleanRestart,
+    CorruptSegment,
+    Fault,
+    HealAll,
+    HealNetwork,
+    KillNode,
+    LeaderOf,
+    LoseUnflushed,
+    PartitionNetwork,
+    PauseNode,
+    RemoveToxics,
+    ResumeNode,
+    StartNode,
+    Toxic,
+    WipeDisk,
+)
+from nemesis.targets import TargetError, choose, resolve
+
+
+def _each(nodes: tuple[str, ...], fn: Callable[[str], Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for n in nodes:
+        try:
+            r = fn(n)
+            out[n] = r.get("result", r) if isinstance(r, dict) else r
+        except FaultUnsupported as e:
+            out[n] = {"unsupported": e.reason}
+        except Exception as e:
+            out[n] = {"error": f"{type(e).__name__}: {e}"}
+    return out
+
+
+def _down_then(runtime: Runtime, node: str, change: Callable[[str], dict[str, Any]]
+               ) -> dict[str, Any]:
+    runtime.kill(node)
+    try:
+        changed = change(node)
+    finally:
+        runtime.start_node(node)
+    changed.pop("node", None)
+    return changed
+
+
+def partition_grudge(fault: PartitionNetwork, runtime: Runtime, rng: random.Random,
+                     focus: LeaderOf | None) -> dict[str, tuple[str, ...]]:
+    nodes = list(runtime.nodes)
+    zk = runtime.zookeeper_node
+    shape = fault.shape
+    if not isinstance(shape, str):
+        return {k: tuple(v) for k, v in shape}
+    if shape == "isolate-from-zookeeper":
+        if zk is None:
+            raise FaultUnsupported("isolate-from-zookeeper", "the runtime has no ZooKeeper")
+        return grudges.isolate_from(resolve(fault.targets, runtime, rng, focus), zk)
+    comps: list[list[str]] | None = None
+    if shape == "one":
+        comps = grudges.one(nodes, rng)
+    elif shape == "majority":
+        comps = grudges.majority(nodes, rng)
+    elif shape in ("isolate-leader", "isolate-controller"):
+        spec = "controller" if shape == "isolate-controller" else (fault.focus or "leader")
+        comps = grudges.isolate(nodes, resolve(spec, runtime, rng, focus))
+        if zk is not None:
+            comps = grudges.with_zookeeper(comps, zk)  # the rest keeps ZooKeeper
+        return grudges.components_grudge(comps)
+    if comps is not None:
+        if fault.zookeeper and zk is not None:
+            comps = grudges.with_zookeeper(comps, zk)
+        return grudges.components_grudge(comps)
+    if shape == "majorities-ring":
+        return grudges.majorities_ring(nodes, rng)
+    if shape == "bridge":
+        return grudges.bridge(nodes, rng)
+    raise ValueError(f"unknown partition shape {shape!r}")
+
+
+def execute(fault: Fault, runtime: Runtime, rng: random.Random,
+            focus: LeaderOf | None = None) -> Any:
+    """Apply `fault`; the completion value (see the module docstring)."""
+    try:
+        return _execute(fault, runtime, rng, focus)
+    except FaultUnsupported as e:
+        return {"unsupported": e.reason}
+    except TargetError as e:
+        return {"error": f"no target: {e}"}
+    except Exception as e:
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+def _execute(fault: Fault, runtime: Runtime, rng: random.Random,
+             focus: LeaderOf | None) -> Any:
+    if isinstance(fault, PartitionNetwork):
+        g = partition_grudge(fault, runtime, rng, focus)
+        if not g:
+            return {"isolated": {}}
+        return {"isolated": runtime.partition(g)["isolated"]}
+    if isinstance(fault, HealNetwork):
+        runtime.heal()
+        return "network-healed"
+    if isinstance(fault, HealAll):
+        return heal_all(runtime)
+    if isinstance(fault, Toxic):
+        nodes = resolve(fault.targets, runtime, rng, focus)
+        return _each(nodes, lambda n: {"result": runtime.add_toxic(
+            n, fault.toxic_type, dict(fault.attributes), stream=fault.stream,
+            toxicity=fault.toxicity)["toxic"]})
+    if isinstance(fault, RemoveToxics):
+        if fault.targets == "all":
+            return runtime.remove_toxics(None)
+        nodes = resolve(fault.targets, runtime, rng, focus)
+        return {n: runtime.remove_toxics(n)["removed"] for n in nodes}
+    if isinstance(fault, StartNode | ResumeNode) and fault.targets == "all":
+        nodes = tuple(runtime.nodes)
+    elif isinstance(fault, KillNode | StartNode | PauseNode | ResumeNode | WipeDisk
+                    | LoseUnflushed | CorruptSegment | CleanRestart):
+        nodes = resolve(fault.targets, runtime, rng, focus)
+    else:
+        raise ValueError(f"no executor for {type(fault).__name__}")
+    if isinstance(fault, KillNode):
+        return _each(nodes, runtime.kill)
+    if isinstance(fault, StartNode):
+        return _each(nodes, runtime.start_node)
+    if isinstance(fault, PauseNode):
+        return _each(nodes, runtime.pause)
+    if isinstance(fault, ResumeNode):
+        return _each(nodes, runtime.resume)
+    if isinstance(fault, WipeDisk):
+        return _each(nodes, lambda n: {"result": _down_then(runtime, n, runtime.wipe)})
+    if isinstance(fault, LoseUnflushed):
+        return _each(nodes, lambda n: {"result": _down_then(runtime, n,
+                                                            runtime.lose_unflushed)})
+    if isinstance(fault, CorruptSegment):
+        seed = rng.getrandbits(32)
+        return _each(nodes, lambda n: {"result": _down_then(
+            runtime, n, lambda m: runtime.corrupt_segment(m, seed, fault.kind))})
+    if isinstance(fault, CleanRestart):
+        def restart(n: str) -> dict[str, Any]:
+            runtime.stop_node(n)
+            runtime.start_node(n)
+            return {"result": "restarted"}
+        return _each(nodes, restart)
+    raise ValueError(f"no executor for {type(fault).__name__}")
+
+
+def heal_all(runtime: Runtime) -> dict[str, Any]:
+    """The final phase: heal the network, remove toxics, resume paused nodes, start nodes that
+    are down. Each step is tried even if an earlier one failed; the report says what each did."""
+    report: dict[str, Any] = {}
+    try:
+        report["network"] = runtime.heal()
+    except Exception as e:
+        report["network"] = {"error": f"{type(e).__name__}: {e}"}
+    try:
+        report["toxics"] = runtime.remove_toxics(None)
+    except Exception as e:
+        report["toxics"] = {"error": f"{type(e).__name__}: {e}"}
+    caps = runtime.capabilities()
+    resumed: dict[str, Any] = {}
+    started: dict[str, Any] = {}
+    if caps.get("resume", None) is None and caps.get("start", None) is None:
+        for n in runtime.nodes:
+            try:
+                if runtime.is_running(n):
+                    if runtime.is_paused(n):
+                        resumed[n] = runtime.resume(n).get("result")
+                else:
+                    started[n] = runtime.start_node(n).get("result")
+            except Exception as e:
+                (started if n not in resumed else resumed)[n] = {
+                    "error": f"{type(e).__name__}: {e}"}
+    report["resumed"] = resumed
+    report["started"] = started
+    return report
+
+
+__all__ = ["choose", "execute", "heal_all", "partition_grudge"]
