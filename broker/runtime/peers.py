@@ -61,6 +61,7 @@ CONTROL_RETRIES_UNREGISTERED = 5
 FETCH_VERSION = 12
 OFLE_VERSION = 4
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+COALESCE_S = 0.001  # Fetcher._run: lets due zero-delay fetch timers fire first
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +166,14 @@ class Fetcher:
     async def _run(self) -> None:
         while True:
             await self._wake.wait()
+            # Handling the last round's responses set a zero-delay fetch timer per partition
+            # (node.py: loop.call_later(0)); they fire before this later-due wake-up, so every
+            # partition that is ready to fetch goes into this round, as in Kafka's fetcher.
+            # Without it, partitions added while a round was in flight were sent alone next,
+            # the answered ones missed that round, and the two sets alternated for good: each
+            # waited out the other's long poll (replica.fetch.wait.max.ms), so an acks=all
+            # produce took ~500 ms once a broker followed a second partition of that leader.
+            await asyncio.sleep(COALESCE_S)
             self._wake.clear()
             if self.truncations:
                 batch_t, self.truncations = self.truncations, {}
