@@ -96,9 +96,28 @@ def partition_grudge(fault: PartitionNetwork, runtime: Runtime, rng: random.Rand
     raise ValueError(f"unknown partition shape {shape!r}")
 
 
+CAPABILITY = {
+    "start-partition": "partition", "kill": "kill", "start": "start", "pause": "pause",
+    "resume": "resume", "wipe": "wipe", "lose-unflushed": "lose-unflushed", "corrupt": "corrupt",
+    "restart": "stop", "toxic": "toxic",
+}
+
+
+def unsupported_reason(fault: Fault, runtime: Runtime) -> str | None:
+    """Why the runtime cannot do this fault at all (checked before choosing targets)."""
+    caps = runtime.capabilities()
+    if isinstance(fault, PartitionNetwork) and fault.shape == "isolate-from-zookeeper":
+        return caps.get("isolate-from-zookeeper")
+    name = CAPABILITY.get(fault.f)
+    return caps.get(name) if name is not None else None
+
+
 def execute(fault: Fault, runtime: Runtime, rng: random.Random,
             focus: LeaderOf | None = None) -> Any:
     """Apply `fault`; the completion value (see the module docstring)."""
+    reason = unsupported_reason(fault, runtime)
+    if reason is not None:
+        return {"unsupported": reason}
     try:
         return _execute(fault, runtime, rng, focus)
     except FaultUnsupported as e:

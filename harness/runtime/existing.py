@@ -59,6 +59,7 @@ class ExistingClusterRuntime(Runtime):
 
         admin = KafkaAdminClient(bootstrap_servers=self._bootstrap,
                                  request_timeout_ms=self.request_timeout_ms,
+                                 api_version_auto_timeout_ms=self.request_timeout_ms,
                                  client_id="hiwater-runtime")
         try:
             cluster = admin.describe_cluster()
