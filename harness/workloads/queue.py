@@ -11,8 +11,9 @@ them (RQ `create-topic!`), with `replication_factor`, `partitions` and `topic_co
 `subscribe [k...]`, `crash`, and in the final phase `debug-topic-partitions [k...]`.
 
 **Generator** (`QueueGen`; K `workload` l.2538, Elle `wr-txns`):
-- `key_count` active keys (10), picked with an exponential distribution (`key_dist_base` 2:
-  key i+1 half as likely as key i) or uniformly; micro-ops are reads or writes 50/50;
+- `key_count` active keys (10), picked with Elle's exponential distribution over the slots
+  of the active-key vector (`key_dist_base` 2: slot i+1 is twice as likely as slot i, as
+  `elle.txn/rand-key-i` computes it) or uniformly; micro-ops are reads or writes 50/50;
   batches have `min_txn_length`..`max_txn_length` micro-ops (1..1 without transactions, as
   Jepsen; larger values give mixed non-transactional batches, whose polls come before their
   sends so a batch never reads its own sends — the checker's `precommitted_read` presumes a
