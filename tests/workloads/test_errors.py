@@ -167,7 +167,7 @@ def test_every_row_is_exercised_for_both_libraries() -> None:
     _ck(E._ALL_BROKERS_DOWN),
     BufferError("Local: Queue full"),
     RuntimeError("boom"),
-    ck.KeyMismatch("sent 3 to t1/1, acknowledged as t1/0"),
+    base.KeyMismatch("sent 3 to t1/1, acknowledged as t1/0"),
 ])
 def test_confluent_unknown_is_indeterminate(exc: BaseException) -> None:
     c = ck.classify(exc)
@@ -177,7 +177,7 @@ def test_confluent_unknown_is_indeterminate(exc: BaseException) -> None:
 
 @pytest.mark.parametrize("exc", [
     KE.NodeNotReadyError(), KE.CorruptRecordError(), KE.IllegalStateError("other"),
-    KE.UnrecognizedBrokerVersion(), ValueError("x"), kp.KeyMismatch("x"),
+    KE.UnrecognizedBrokerVersion(), ValueError("x"), base.KeyMismatch("x"),
 ])
 def test_kafka_python_unknown_is_indeterminate(exc: BaseException) -> None:
     c = kp.classify(exc)

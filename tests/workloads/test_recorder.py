@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -87,7 +87,7 @@ def test_keep_false_reads_back(tmp_path: Path) -> None:
 class FakeClient:
     """Answers from a script of completions; remembers whether it was closed."""
 
-    instances: list[FakeClient] = []
+    instances: ClassVar[list[FakeClient]] = []
 
     def __init__(self, process: int, script: list[Completion]) -> None:
         self.process = process
