@@ -97,6 +97,8 @@ class FakeClient:
         FakeClient.instances.append(self)
 
     def invoke(self, f: str, value: Any, extra: Any = None) -> Completion:
+        if f == "crash":
+            return Completion("info", value)
         return self.script.pop(0)
 
     def close(self) -> None:
@@ -139,3 +141,21 @@ def test_worker_records_no_client_as_fail() -> None:
     done = w.run_op(OpSpec("send", [["send", 0, 1]]))
     assert done.type == "fail" and done.get("error")[0] == "no-client"
     assert w.process == 0
+
+
+def test_worker_crash_renumbers_without_opening_a_client() -> None:
+    FakeClient.instances = []
+    rec = Recorder(concurrency=2)
+    script = [Completion("ok", [["poll", {}]])]
+
+    def factory(_n: str, _s: ClientSettings, process: int, _t: TopicRegistry) -> Any:
+        return FakeClient(process, script)
+
+    w = Worker(1, QueueOpts(concurrency=2), ClientSettings(), rec, TopicRegistry(), factory)
+    done = w.run_op(OpSpec("crash", None))
+    assert done.type == "info" and done.process == 1 and w.process == 3
+    assert FakeClient.instances == []
+    w.run_op(OpSpec("poll", [["poll"]]))
+    done = w.run_op(OpSpec("crash", None))  # with a client: Jepsen's crash closes it
+    assert done.type == "info" and w.process == 5
+    assert [c.closed for c in FakeClient.instances] == [True]
