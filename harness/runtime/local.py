@@ -488,9 +488,9 @@ class LocalRuntime(Runtime):
 
     def add_toxic(self, node: str, toxic_type: str, attributes: Mapping[str, Any], *,
                   stream: str = "downstream", toxicity: float = 1.0) -> dict[str, Any]:
-        self._id(node)
         if self.links is None:
             raise FaultUnsupported("toxic", "the runtime was started without proxies=True")
+        self._id(node)
         name = self.links.add_toxic(node, toxic_type, attributes, stream=stream,
                                     toxicity=toxicity)
         return {"node": node, "toxic": name, "type": toxic_type, "stream": stream,
