@@ -16,7 +16,9 @@ One `ConfluentClient` is one Jepsen process: a `Producer`, a `Consumer` (group
   records already consumed kept in the op's value (`PartialPoll`).
 - `assign` replaces the assignment and keeps the position of every partition still assigned
   (the Java client does; librdkafka would restart them from the committed offset or
-  `auto.offset.reset`), `seek_to_beginning` puts every partition at its beginning.
+  `auto.offset.reset`), `seek_to_beginning` puts every partition at its beginning. A run
+  that never commits starts new partitions at the `auto.offset.reset` position directly
+  (there is no committed offset to look up, and the lookup needs the group coordinator).
   Switching between `assign` and `subscribe` drops the other first (the Java client throws
   IllegalStateException there).
 - `subscribe` subscribes to the keys' topics with a rebalance listener that journals
@@ -37,6 +39,7 @@ from typing import Any, Final
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
+    OFFSET_END,
     OFFSET_INVALID,
     Consumer,
     KafkaError,
@@ -366,10 +369,20 @@ class ConfluentClient(QueueClient):
                 if k not in kept:
                     del self._next[k]
         tps = [self._tp(k, OFFSET_BEGINNING if seek_to_beginning
-                        else self._next.get(k, OFFSET_INVALID)) for k in keys]
+                        else self._next.get(k, self._start_offset())) for k in keys]
         c.assign(tps)
         self._mode = "assign"
         self._assigned = keys
+
+    def _start_offset(self) -> int:
+        """Where a newly assigned partition starts: its committed offset, else
+        `auto.offset.reset`. When this run never commits (no `subscribe` in `sub_via`) there is
+        no committed offset to find, so the reset position is used directly and assign-mode
+        consumers never wait on a group coordinator."""
+        if self.settings.commit_on_poll:
+            return OFFSET_INVALID
+        return {"earliest": OFFSET_BEGINNING, "latest": OFFSET_END}.get(
+            self.settings.auto_offset_reset, OFFSET_INVALID)
 
     def subscribe(self, keys: Sequence[int]) -> None:
         c = self.consumer
@@ -401,7 +414,7 @@ class ConfluentClient(QueueClient):
             if self._mode != "assign" or k not in self._assigned:
                 raise
             # not fetching yet: restart the assignment at the known positions
-            self.consumer.assign([self._tp(j, self._next.get(j, OFFSET_INVALID))
+            self.consumer.assign([self._tp(j, self._next.get(j, self._start_offset()))
                                   for j in self._assigned])
 
     def commit(self) -> None:

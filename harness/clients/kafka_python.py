@@ -217,11 +217,20 @@ class KafkaPythonClient(QueueClient):
         c = self.consumer
         if self._mode == "subscribe":
             c.unsubscribe()
+        before = set(c.assignment()) if self._mode == "assign" else set()
         tps = [self._tp(k) for k in dict.fromkeys(keys)]
         c.assign(tps)
         self._mode = "assign" if tps else None
         if seek_to_beginning and tps:
             c.seek_to_beginning(*tps)
+        elif not self.settings.commit_on_poll:
+            # nothing commits in this run: start new partitions at the reset position
+            # without a committed-offset lookup (which needs the group coordinator)
+            new = [tp for tp in tps if tp not in before]
+            if new and self.settings.auto_offset_reset == "earliest":
+                c.seek_to_beginning(*new)
+            elif new and self.settings.auto_offset_reset == "latest":
+                c.seek_to_end(*new)
 
     def subscribe(self, keys: Sequence[int]) -> None:
         c = self.consumer
