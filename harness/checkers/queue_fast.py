@@ -40,43 +40,24 @@ the poll records to int64 (about 35 ns per int), one stable argsort of the poll 
 from __future__ import annotations
 
 import gc
-from collections.abc import Mapping, Sequence
-from itertools import chain
+from collections.abc import Sequence
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
+from harness.checkers.columnar import Fallback, QueueColumns, from_ops
 from harness.checkers.policy import QueuePolicy, verdict
-from harness.history import FAIL, INFO, INVOKE, OK, Op
+from harness.history import Op
+
+__all__ = ["MAX_LAG_CELLS", "Fallback", "check_columns", "fast_results"]
 
 I64 = npt.NDArray[np.int64]
-QUEUE_FS: Final = frozenset({"send", "poll", "txn"})
-SUB_FS: Final = frozenset({"assign", "subscribe"})
+B = npt.NDArray[np.bool_]
 MAX_LAG_OFFSET: Final = 1 << 24  # as queue.MAX_LAG_OFFSET
 #: the lag matrix (ok poll/txn ops + subs) x keys is bounded; beyond it, the reference
 MAX_LAG_CELLS: Final = 40_000_000
 _BIG: Final = 1 << 32
-_TYPE_CODE: Final = {OK: 0, INFO: 1, FAIL: 2}
-
-
-class Fallback(Exception):
-    """The fast path cannot decide this history; use the reference."""
-
-
-def _arr(x: Any) -> I64:
-    a = np.asarray(x, dtype=np.int64)
-    return a
-
-
-def _ints(xs: list[Any]) -> I64:
-    """An int64 array of Python ints; anything else (str, float, None, bool) -> Fallback."""
-    if not xs:
-        return np.zeros(0, dtype=np.int64)
-    a = np.array(xs)
-    if a.dtype.kind != "i" or a.ndim != 1:
-        raise Fallback("non-integer data")
-    return a.astype(np.int64, copy=False)
 
 
 def _count_in(codes_sorted: I64, lo: I64, hi: I64) -> I64:
@@ -85,17 +66,58 @@ def _count_in(codes_sorted: I64, lo: I64, hi: I64) -> I64:
     return r
 
 
-def _isin_sorted(sorted_codes: I64, q: I64) -> npt.NDArray[np.bool_]:
-    if len(sorted_codes) == 0:
-        return np.zeros(len(q), dtype=bool)
-    pos = np.searchsorted(sorted_codes, q)
-    pos = np.minimum(pos, len(sorted_codes) - 1)
-    found: npt.NDArray[np.bool_] = sorted_codes[pos] == q
-    return found
+def _ids(*arrays: I64) -> tuple[I64, list[I64]]:
+    """The sorted distinct values of some int arrays and each array's dense ids into them
+    (a presence table when the range is small, else `np.unique`)."""
+    allv = np.concatenate(arrays) if len(arrays) > 1 else arrays[0]
+    if len(allv) == 0:
+        return allv, [np.zeros(0, dtype=np.int64) for _ in arrays]
+    lo = int(allv.min())
+    span = int(allv.max()) - lo + 1
+    if span <= 4 * len(allv) + (1 << 16):
+        present = np.zeros(span, dtype=bool)
+        present[allv - lo] = True
+        uniq = np.flatnonzero(present) + lo
+        lut = np.cumsum(present, dtype=np.int64) - 1
+        return uniq, [lut[a - lo] for a in arrays]
+    uniq, inv = np.unique(allv, return_inverse=True)
+    out = []
+    at = 0
+    for a in arrays:
+        out.append(inv[at:at + len(a)].astype(np.int64))
+        at += len(a)
+    return uniq, out
 
 
-def _items(pm: Any) -> Any:
-    return pm.items() if isinstance(pm, Mapping) else pm
+def _lookup(sorted_u: I64, q: I64) -> I64:
+    """Position of each of `q` in `sorted_u`, or -1."""
+    if len(sorted_u) == 0:
+        return np.full(len(q), -1, dtype=np.int64)
+    pos = np.minimum(np.searchsorted(sorted_u, q), len(sorted_u) - 1)
+    out: I64 = np.where(sorted_u[pos] == q, pos, -1)
+    return out
+
+
+def _stable_order(a: I64) -> I64:
+    """A stable argsort; radix sort when the values span < 2**16."""
+    if len(a) == 0:
+        return np.zeros(0, dtype=np.int64)
+    lo = int(a.min())
+    if int(a.max()) - lo < 1 << 16:
+        return np.argsort((a - lo).astype(np.uint16), kind="stable")
+    return np.argsort(a, kind="stable")
+
+
+def _group_edges(sorted_codes: I64) -> tuple[B, B]:
+    """(first of its group, last of its group) masks of a sorted array."""
+    n = len(sorted_codes)
+    first = np.ones(n, dtype=bool)
+    last = np.ones(n, dtype=bool)
+    if n > 1:
+        d = sorted_codes[1:] != sorted_codes[:-1]
+        first[1:] = d
+        last[:-1] = d
+    return first, last
 
 
 def fast_results(
@@ -108,7 +130,7 @@ def fast_results(
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _fast(history, policy)
+        return check_columns(from_ops(history), policy)
     except Fallback:
         return None
     finally:
@@ -116,139 +138,74 @@ def fast_results(
             gc.enable()
 
 
-def _fast(history: Sequence[Op], policy: QueuePolicy | None) -> dict[str, Any]:
-    procs: list[Any] = []
-    types: list[str] = []
-    fs: list[str] = []
-    times: list[int] = []
-    inv_times: list[int] = []
-    run_r: list[int] = []
-    run_k: list[Any] = []
-    run_n: list[int] = []
-    pairs_all: list[Any] = []
-    s_r: list[int] = []
-    s_k: list[Any] = []
-    s_o: list[Any] = []
-    s_v: list[Any] = []
-    subs: list[tuple[int, Any, str, str, Any]] = []
-    mixed: list[Op] = []
-    pending: dict[Any, int] = {}
-    info_causes: dict[str, Any] = {}
-    n_ok = 0
-    ext = pairs_all.extend
-    for op in history:
-        _i, t, p, typ, f, value, extra = op
-        if typ == INVOKE:
-            pending[p] = t
-            continue
-        if f in SUB_FS:
-            pending.pop(p, None)
-            if typ in (OK, INFO):
-                subs.append((len(procs), p, typ, f, value or ()))
-            continue
-        if f not in QUEUE_FS:
-            pending.pop(p, None)
-            continue
-        r = len(procs)
-        procs.append(p)
-        types.append(typ)
-        fs.append(f)
-        times.append(t)
-        inv_times.append(pending.pop(p, t))
-        if typ == OK:
-            n_ok += 1
-        if extra:
-            if extra.get("rebalance_log"):
-                raise Fallback("rebalance_log")
-            if typ == INFO:
-                err = extra.get("error")
-                if err is not None:
-                    info_causes.setdefault(repr(err), err)
-        hasr = hasw = False
-        for mop in value or ():
-            m0 = mop[0]
-            if m0 == "send":
-                x = mop[2]
-                if x.__class__ is list or x.__class__ is tuple:
-                    s_o.append(x[0])
-                    s_v.append(x[1])
-                else:
-                    s_o.append(None)
-                    s_v.append(x)
-                s_r.append(r)
-                s_k.append(mop[1])
-                hasw = True
-            elif m0 == "poll" and len(mop) > 1:
-                pm = mop[1]
-                hasr = True
-                for k, pairs in pm.items() if pm.__class__ is dict else _items(pm):
-                    run_r.append(r)
-                    run_k.append(k)
-                    run_n.append(len(pairs))
-                    ext(pairs)
-        if hasr and hasw:
-            mixed.append(op)
-    nrec = len(procs)
+def check_columns(c: QueueColumns, policy: QueuePolicy | None = None) -> dict[str, Any] | None:
+    """The reference's result map for the history behind `c` when the columns prove it
+    clean, else `None` (then run the reference). A clean result does not depend on
+    `all_errors`."""
+    try:
+        return _check(c, policy)
+    except Fallback:
+        return None
+
+
+def _check(c: QueueColumns, policy: QueuePolicy | None) -> dict[str, Any]:
+    nrec = c.n_ops
+    tcode = c.r_type
+    is_ok = tcode == 0
+    n_ok = int(np.count_nonzero(is_ok))
     if n_ok == 0:
         raise Fallback("empty history")
-    for op in mixed:
-        _precommitted_check(op)
-
-    # ---- columns
-    tcode = _arr([_TYPE_CODE[t] for t in types])
-    is_ok = tcode == 0
     nonfail = tcode != 2
-    fsend = _arr([f == "send" for f in fs]).astype(bool)
-    proc_a = _ints(procs)
-    time_a = _ints(times)
-    inv_a = _ints(inv_times)
-    flat = list(chain.from_iterable(pairs_all))
-    nrecs = sum(run_n)
-    if len(flat) != 2 * nrecs:
-        raise Fallback("malformed poll pairs")
-    rec = _ints(flat).reshape(-1, 2) if nrecs else np.zeros((0, 2), dtype=np.int64)
-    rec_o = rec[:, 0]
-    rec_v = rec[:, 1]
-    run_n_a = _arr(run_n)
-    run_r_a = _arr(run_r)
-    rec_r = np.repeat(run_r_a, run_n_a)
-    so_known = [o is not None for o in s_o]
-    so_a = _ints([-1 if o is None else o for o in s_o])
-    so_known_a = np.array(so_known, dtype=bool)
-    sv_a = _ints(s_v)
-    sr_a = _arr(s_r)
-    run_k_a = _ints(run_k)
-    sk_a = _ints(s_k)
-    if (rec_o < 0).any() or (so_a[so_known_a] < 0).any():
+    run_r_a, run_n_a = c.p_r, c.p_n
+    rec_o, rec_v = c.rec_o, c.rec_v
+    sr_a, so_a, so_known_a, sv_a = c.s_r, c.s_o, c.s_known, c.s_v
+    if (len(rec_o) and int(rec_o.min()) < 0) or (so_a[so_known_a] < 0).any():
         raise Fallback("negative offsets")
-    keys = np.unique(np.concatenate([run_k_a, sk_a]))
+    keys, (run_kid, s_kid) = _ids(c.p_k, c.s_k)
     nk = len(keys)
-    run_kid = np.searchsorted(keys, run_k_a)
+    K = max(nk, 1)
     rec_kid = np.repeat(run_kid, run_n_a)
-    s_kid = np.searchsorted(keys, sk_a)
+    rec_r = np.repeat(run_r_a, run_n_a)
 
     vals = np.concatenate([rec_v, sv_a])
     vmin = int(vals.min()) if len(vals) else 0
     vspan = (int(vals.max()) - vmin + 1) if len(vals) else 1
-    offs = np.concatenate([rec_o, so_a])
-    ospan = int(offs.max()) + 1 if len(offs) else 1
-    if vspan * max(nk, 1) >= 1 << 62 or ospan * max(nk, 1) >= 1 << 62 or ospan >= 1 << 31:
+    offs_max = max(int(rec_o.max()) if len(rec_o) else -1,
+                   int(so_a.max()) if len(so_a) else -1)
+    ospan = offs_max + 1 if offs_max >= 0 else 1
+    if vspan * K >= 1 << 62 or ospan * K >= 1 << 62 or ospan >= 1 << 31:
         raise Fallback("value range")
 
     def kv(kid: I64, v: I64) -> I64:
         r_: I64 = kid * vspan + (v - vmin)
         return r_
 
-    K = max(nk, 1)
-    nrun = len(run_n)
+    nrun = len(run_n_a)
     run_start = np.zeros(nrun, dtype=np.int64)
     if nrun:
-        run_start[1:] = np.cumsum(run_n_a)[:-1]
+        np.cumsum(run_n_a[:-1], out=run_start[1:])
     ok_rec = is_ok[rec_r]
+
+    # ---- precommitted reads: an op that reads a value it sends itself
+    mixed = np.zeros(nrec, dtype=bool)
+    mixed[sr_a] = True
+    has_poll = np.zeros(nrec, dtype=bool)
+    has_poll[run_r_a] = True
+    mixed &= has_poll
+    if mixed.any():
+        if nrec * K * vspan >= 1 << 62:
+            raise Fallback("precommitted range")
+        ms = mixed[sr_a]
+        mp = mixed[rec_r]
+        a_code = (sr_a[ms] * K + s_kid[ms]) * vspan + (sv_a[ms] - vmin)
+        b_code = (rec_r[mp] * K + rec_kid[mp]) * vspan + (rec_v[mp] - vmin)
+        if np.isin(a_code, b_code).any():
+            raise Fallback("precommitted read")
 
     # ---- poll records by (key, offset): the log entries they make
     pko = rec_kid * ospan + rec_o
-    if K * ospan <= 8 * len(pko) + (1 << 20):
+    dense_table = K * ospan <= 8 * len(pko) + (1 << 20)
+    if dense_table:
         # offsets are dense: a table indexed by (key, offset), no sort
         table = np.zeros(K * ospan, dtype=np.int64)
         table[pko] = rec_v
@@ -256,7 +213,7 @@ def _fast(history: Sequence[Op], policy: QueuePolicy | None) -> dict[str, Any]:
             raise Fallback("inconsistent offsets")
         seen = np.zeros(K * ospan, dtype=bool)
         seen[pko] = True
-        pent_ko = np.nonzero(seen)[0].astype(np.int64)
+        pent_ko = np.flatnonzero(seen)
         pent_v = table[pent_ko]
         eid = table  # reuse: entry id per (key, offset)
         eid[pent_ko] = np.arange(len(pent_ko))
@@ -285,17 +242,11 @@ def _fast(history: Sequence[Op], policy: QueuePolicy | None) -> dict[str, Any]:
     if len(pkv_s) > 1 and (pkv_s[1:] == pkv_s[:-1]).any():
         raise Fallback("duplicate")
 
-    def poll_entry(codes: I64) -> I64:
-        if len(pkv_s) == 0:
-            return np.full(len(codes), -1, dtype=np.int64)
-        pos = np.minimum(np.searchsorted(pkv_s, codes), len(pkv_s) - 1)
-        out: I64 = np.where(pkv_s[pos] == codes, pkv_order[pos], -1)
-        return out
-
     s_kv = kv(s_kid, sv_a)
     s_type = tcode[sr_a]
-    s_ent = poll_entry(s_kv)
-    read_ok = (s_ent >= 0) & okflag[np.maximum(s_ent, 0)] if len(s_ent) else s_ent >= 0
+    s_pos = _lookup(pkv_s, s_kv)
+    s_ent = np.where(s_pos >= 0, pkv_order[np.maximum(s_pos, 0)], -1) if len(pkv_s) else s_pos
+    read_ok = (s_ent >= 0) & okflag[np.maximum(s_ent, 0)] if len(pent_ko) else s_ent >= 0
     # G1a: a failed send read by an ok op
     if (read_ok & (s_type == 2)).any():
         raise Fallback("G1a")
@@ -306,14 +257,28 @@ def _fast(history: Sequence[Op], policy: QueuePolicy | None) -> dict[str, Any]:
     committed = is_ok.copy()
     committed[sr_a[read_ok & (s_type == 1)]] = True
 
-    # ---- version orders: poll entries + sends that count
+    # ---- version orders: poll entries + sends that count (mostly at entries already)
     s_vo = so_known_a & committed[sr_a]
-    ko = np.concatenate([pent_ko, s_kid[s_vo] * ospan + so_a[s_vo]])
-    vo_v = np.concatenate([pent_v, sv_a[s_vo]])
-    order = np.argsort(ko, kind="stable")
-    ko_s = ko[order]
-    v_s = vo_v[order]
-    if len(ko_s):
+    sko = s_kid[s_vo] * ospan + so_a[s_vo]
+    svv = sv_a[s_vo]
+    if dense_table:
+        hit = seen[sko]
+        at = eid[sko]
+    else:
+        at = _lookup(pent_ko, sko)
+        hit = at >= 0
+    if (pent_v[at[hit]] != svv[hit]).any():
+        raise Fallback("inconsistent offsets")
+    x_ko = sko[~hit]
+    if len(x_ko) == 0:
+        ko_s = pent_ko
+        v_s = pent_v
+    else:
+        ko = np.concatenate([pent_ko, x_ko])
+        vo_v = np.concatenate([pent_v, svv[~hit]])
+        order = np.argsort(ko, kind="stable")
+        ko_s = ko[order]
+        v_s = vo_v[order]
         same_o = ko_s[1:] == ko_s[:-1]
         if (same_o & (v_s[1:] != v_s[:-1])).any():
             raise Fallback("inconsistent offsets")
@@ -325,59 +290,63 @@ def _fast(history: Sequence[Op], policy: QueuePolicy | None) -> dict[str, Any]:
     # dense index: position minus the key's first position
     first_pos = np.searchsorted(log_kid, np.arange(nk))
     dense = np.arange(len(ko_s)) - first_pos[log_kid]
-    log_kv = kv(log_kid, v_s)
-    kv_order = np.argsort(log_kv, kind="stable")
-    kv_sorted = log_kv[kv_order]
-    if len(kv_sorted) > 1 and (kv_sorted[1:] == kv_sorted[:-1]).any():
-        raise Fallback("duplicate")
-    idx_of_kv = dense[kv_order]
+    if len(x_ko) == 0:
+        kv_sorted = pkv_s
+        idx_of_kv = dense[pkv_order]
+        pent_dense = dense
+        s_idx = np.where(s_ent >= 0, dense[np.maximum(s_ent, 0)], -1) if len(dense) else s_ent
+    else:
+        log_kv = kv(log_kid, v_s)
+        kv_order = np.argsort(log_kv, kind="stable")
+        kv_sorted = log_kv[kv_order]
+        if len(kv_sorted) > 1 and (kv_sorted[1:] == kv_sorted[:-1]).any():
+            raise Fallback("duplicate")
+        idx_of_kv = dense[kv_order]
+        # every poll entry is in VO, and (no duplicates) its value's index is its offset's
+        pent_dense = np.searchsorted(ko_s, pent_ko) - first_pos[pent_kid]
+        pos = _lookup(kv_sorted, s_kv)
+        s_idx = np.where(pos >= 0, idx_of_kv[np.maximum(pos, 0)], -1)
 
-    def index_of(codes: I64) -> I64:
-        if len(kv_sorted) == 0:
-            return np.full(len(codes), -1, dtype=np.int64)
-        pos = np.minimum(np.searchsorted(kv_sorted, codes), len(kv_sorted) - 1)
-        out: I64 = np.where(kv_sorted[pos] == codes, idx_of_kv[pos], -1)
-        return out
-
-    # every poll entry is in VO, and (no duplicates) its value's index is its offset's
-    pent_dense = np.searchsorted(ko_s, pent_ko) - first_pos[pent_kid]
     # lost writes: per key, the ok-read values (distinct entries) are exactly 0..bound
-    okr_kid = pent_kid[okflag]
-    if len(okr_kid):
+    ok_ent = np.flatnonzero(okflag)
+    if len(ok_ent):
+        okr_kid = pent_kid[ok_ent]
         cnt = np.bincount(okr_kid, minlength=nk)
         bound = np.full(nk, -1, dtype=np.int64)
-        np.maximum.at(bound, okr_kid, pent_dense[okflag])
+        _, lastk = _group_edges(okr_kid)  # entries are sorted by key, dense index rising
+        bound[okr_kid[lastk]] = pent_dense[ok_ent[lastk]]
         if (cnt != bound + 1).any():
             raise Fallback("lost-write candidates")
 
     # ---- internal skips / nonmonotonic runs, polls then sends
-    rec_idx = pent_dense[entry_of_rec] if len(entry_of_rec) else entry_of_rec
-    run_code = run_r_a * K + run_kid
+    rec_idx = pent_dense[entry_of_rec]  # never -1: every poll record is in VO
     ne = run_n_a > 0
+    rs_ne = run_start[ne]
+    re_ne = rs_ne + run_n_a[ne] - 1
     rf = np.full(nrun, -1, dtype=np.int64)  # index of each run's first / last value
     rl = np.full(nrun, -1, dtype=np.int64)
-    rf[ne] = rec_idx[run_start[ne]]
-    rl[ne] = rec_idx[run_start[ne] + run_n_a[ne] - 1]
+    rf[ne] = rec_idx[rs_ne]
+    rl[ne] = rec_idx[re_ne]
     if len(rec_idx) > 1:  # consecutive reads inside one run
-        new_run = np.zeros(len(rec_idx), dtype=bool)
-        new_run[run_start[ne]] = True
-        both = (rec_idx[1:] >= 0) & (rec_idx[:-1] >= 0)
-        if (~new_run[1:] & both & (np.diff(rec_idx) != 1)).any():
+        bad = np.diff(rec_idx) != 1
+        bad[rs_ne[1:] - 1] = False  # across a run boundary
+        if bad.any():
             raise Fallback("internal poll")
     # an op may read a key in several poll micro-ops: its reads of k are their concatenation
-    c_ne = run_code[ne]
-    c_order = np.argsort(c_ne, kind="stable")
-    c_s = c_ne[c_order]
-    f_s = rf[ne][c_order]
-    l_s = rl[ne][c_order]
+    run_code = run_r_a * K + run_kid
+    ord_all = np.argsort(run_code, kind="stable")  # runs are in op order: nearly sorted
+    cs_all = run_code[ord_all]
+    ne_s = ne[ord_all]
+    c_s = cs_all[ne_s]
+    f_s = rf[ord_all][ne_s]
+    l_s = rl[ord_all][ne_s]
     if len(c_s) > 1:
         join = c_s[1:] == c_s[:-1]
-        both = (l_s[:-1] >= 0) & (f_s[1:] >= 0)
-        if (join & both & (f_s[1:] - l_s[:-1] != 1)).any():
+        if (join & (f_s[1:] - l_s[:-1] != 1)).any():
             raise Fallback("internal poll")
-    s_idx = index_of(s_kv)
-    sord = np.argsort(sr_a * K + s_kid, kind="stable")
-    sg = (sr_a * K + s_kid)[sord]
+    s_code = sr_a * K + s_kid  # sends are in op order
+    sord = np.argsort(s_code, kind="stable")
+    sg = s_code[sord]
     si_s = s_idx[sord]
     if len(sg) > 1:
         same = sg[1:] == sg[:-1]
@@ -386,58 +355,49 @@ def _fast(history: Sequence[Op], policy: QueuePolicy | None) -> dict[str, Any]:
             raise Fallback("internal send")
 
     # ---- across ops of one process
-    pids, pid_of_rec = np.unique(proc_a, return_inverse=True)
-    pid_of_rec = pid_of_rec.astype(np.int64)
+    pids, (pid_of_rec,) = _ids(c.r_proc)
     npid = len(pids)
     stride = nrec + 1
-    key_ix = {int(k): i for i, k in enumerate(keys.tolist())}
-    proc_ix = {int(p): i for i, p in enumerate(pids.tolist())}
-    sub_all: list[int] = []
-    sub_key: list[int] = []
-    for s, p, _typ, _f, ks in subs:
-        pi = proc_ix.get(p) if isinstance(p, int) else None
-        if pi is None:
-            continue
-        sub_all.append(pi * stride + s)
-        for k in set(ks):
-            ki = key_ix.get(k) if isinstance(k, int) and not isinstance(k, bool) else None
-            if ki is not None:
-                sub_key.append((pi * max(nk, 1) + ki) * stride + s)
-    if npid * max(nk, 1) * stride >= 1 << 62:
+    if npid * K * stride >= 1 << 62:
         raise Fallback("too large")
-    sub_all_a = np.sort(_arr(sub_all))
-    sub_key_a = np.sort(_arr(sub_key))
+    sub_pi = _lookup(pids, c.sub_proc)
+    sub_in = sub_pi >= 0
+    sub_all_a = np.sort(sub_pi[sub_in] * stride + c.sub_pos[sub_in])
+    sub_cnt = np.diff(c.sub_kstart)
+    sub_of_key = np.repeat(np.arange(len(sub_cnt)), sub_cnt)
+    sk_ki = _lookup(keys, c.sub_keys)
+    skeep = sub_in[sub_of_key] & (sk_ki >= 0)
+    sj = sub_of_key[skeep]
+    sub_key_a = np.unique((sub_pi[sj] * K + sk_ki[skeep]) * stride + c.sub_pos[sj])
 
-    def dropped(pid: I64, kid: I64, a: I64, b: I64) -> npt.NDArray[np.bool_]:
+    def dropped(pid: I64, kid: I64, a: I64, b: I64) -> B:
         """Some assign/subscribe of the process in positions (a, b] dropped the key."""
         n_all = _count_in(sub_all_a, pid * stride + a + 1, pid * stride + b)
-        pk = (pid * max(nk, 1) + kid) * stride
+        pk = (pid * K + kid) * stride
         n_key = _count_in(sub_key_a, pk + a + 1, pk + b)
-        out: npt.NDArray[np.bool_] = n_all > n_key
+        out: B = n_all > n_key
         return out
 
-    def across(
-        g_r: I64, g_kid: I64, g_first: I64, g_last: I64, g_moves: npt.NDArray[np.bool_],
-        send: bool,
-    ) -> None:
+    def across(g_r: I64, g_kid: I64, g_first: I64, g_last: I64, g_moves: B, send: bool) -> None:
+        """g_* are sorted by op: compare each (process, key) run with the last one that
+        moved the position."""
         if len(g_r) < 2:
             return
         g_pid = pid_of_rec[g_r]
-        seg_all = g_pid * K + g_kid
-        o2 = np.argsort(seg_all * stride + g_r)
-        seg = seg_all[o2]
+        o2 = _stable_order(g_pid * K + g_kid)
+        seg = (g_pid * K + g_kid)[o2]
         n = len(o2)
         pos = np.arange(n)
-        starts = np.ones(n, dtype=bool)
-        starts[1:] = seg[1:] != seg[:-1]
+        starts, _ = _group_edges(seg)
         seg_start = np.maximum.accumulate(np.where(starts, pos, 0))
         mv = np.where(g_moves[o2], pos, -1)
         pm = np.maximum.accumulate(mv)
         prev = np.full(n, -1, dtype=np.int64)
         prev[1:] = pm[:-1]
         prev = np.where(prev >= seg_start, prev, -1)
-        cur = pos[prev >= 0]
-        pr = prev[prev >= 0]
+        has = prev >= 0
+        cur = pos[has]
+        pr = prev[has]
         if len(cur) == 0:
             return
         ci = o2[cur]
@@ -454,53 +414,56 @@ def _fast(history: Sequence[Op], policy: QueuePolicy | None) -> dict[str, Any]:
 
     # poll runs per (op, key), empty ones included (an empty ok run resets the position)
     if nrun:
-        u_code = np.unique(run_code)
-        lo = np.searchsorted(c_s, u_code, "left")
-        hi = np.searchsorted(c_s, u_code, "right")
-        nonempty = hi > lo
-        if len(c_s):
-            first_i = np.where(nonempty, f_s[np.minimum(lo, len(c_s) - 1)], -1)
-            last_i = np.where(nonempty, l_s[np.maximum(hi - 1, 0)], -1)
-        else:
-            first_i = last_i = np.full(len(u_code), -1, dtype=np.int64)
+        ufirst, _ = _group_edges(cs_all)
+        u_code = cs_all[ufirst]
+        gid = np.cumsum(ufirst) - 1
+        gid_ne = gid[ne_s]
+        first_i = np.full(len(u_code), -1, dtype=np.int64)
+        last_i = np.full(len(u_code), -1, dtype=np.int64)
+        if len(gid_ne):
+            gf, gl = _group_edges(gid_ne)
+            first_i[gid_ne[gf]] = f_s[gf]
+            last_i[gid_ne[gl]] = l_s[gl]
         g_r = u_code // K
         # only non-empty runs are compared; every ok run moves the position
         across(g_r, u_code % K, first_i, last_i, is_ok[g_r], False)
     # send runs of ok/info ops
     if len(sg):
-        sends_r = sr_a[sord]
-        keep_s = tcode[sends_r] <= 1
+        keep_s = tcode[sr_a[sord]] <= 1
         sgk = sg[keep_s]
         sik = si_s[keep_s]
         if len(sgk):
-            u, lo_s = np.unique(sgk, return_index=True)
-            hi_s = np.append(lo_s[1:], len(sgk))
-            across(u // max(nk, 1), u % max(nk, 1), sik[lo_s], sik[hi_s - 1],
-                   np.ones(len(u), dtype=bool), True)
+            gf, gl = _group_edges(sgk)
+            u = sgk[gf]
+            across(u // K, u % K, sik[gf], sik[gl], np.ones(len(u), dtype=bool), True)
 
-    worst = _worst_lag(
-        nk, tcode, nonfail, fsend, time_a, inv_a, pid_of_rec, proc_ix, key_ix, subs,
-        _run_max(rec_o, run_start, run_n_a), sr_a, s_kid, so_a, so_known_a, run_r_a, run_kid,
-    )
+    worst = _worst_lag(c, nk, keys, nonfail, pid_of_rec, pids, sub_pi,
+                       _run_max(rec_o, run_start, run_n_a), s_kid, run_kid)
     if worst is None:
         worst_d: dict[str, Any] = {"time_ns": 0, "lag_ns": 0, "process": None, "key": None}
     else:
         lag, t_inv, r_w, kid_w = worst
-        worst_d = {"time_ns": t_inv, "lag_ns": lag, "process": procs[r_w],
+        worst_d = {"time_ns": t_inv, "lag_ns": lag, "process": int(c.r_proc[r_w]),
                    "key": int(keys[kid_w])}
     worst_d["time"] = worst_d["time_ns"] / 1e9
     worst_d["lag"] = worst_d["lag_ns"] / 1e9
 
-    nkeys = len(np.unique(np.concatenate([run_kid, s_kid[s_vo]])))
+    kp = np.zeros(K, dtype=bool)
+    kp[run_kid] = True
+    kp[s_kid[s_vo]] = True
+    nkeys = int(np.count_nonzero(kp)) if nk else 0
     valid, bad_types = verdict([], policy or QueuePolicy())
+    from harness.checkers.queue import to_jsonable
+
+    causes = c.info_causes
     return {
         "valid?": valid,
         "anomaly_types": [],
         "bad_anomaly_types": bad_types,
         "anomalies": {},
         "worst_realtime_lag": worst_d,
-        "info_txn_causes": [info_causes[c] for c in sorted(info_causes)],
-        "stats": {"ops": len(history), "client_ops": nrec, "ok": n_ok, "keys": nkeys},
+        "info_txn_causes": to_jsonable([causes[k] for k in sorted(causes)]),
+        "stats": {"ops": c.n_events, "client_ops": nrec, "ok": n_ok, "keys": nkeys},
     }
 
 
@@ -513,34 +476,17 @@ def _run_max(rec_o: I64, run_start: I64, run_n: I64) -> I64:
     return out
 
 
-def _precommitted_check(op: Op) -> None:
-    reads: dict[Any, list[Any]] = {}
-    writes: dict[Any, list[Any]] = {}
-    for mop in op.value or ():
-        if mop[0] == "send":
-            x = mop[2]
-            v = x[1] if isinstance(x, list | tuple) else x
-            writes.setdefault(mop[1], []).append(v)
-        elif mop[0] == "poll" and len(mop) > 1:
-            for k, pairs in _items(mop[1]):
-                reads.setdefault(k, []).extend(pr[1] for pr in pairs)
-    for k, vs in writes.items():
-        rk = reads.get(k)
-        if rk and not set(vs).isdisjoint(rk):
-            raise Fallback("precommitted read")
-
-
 def _worst_lag(
-    nk: int, tcode: I64, nonfail: npt.NDArray[np.bool_], fsend: npt.NDArray[np.bool_],
-    time_a: I64, inv_a: I64, pid_of_rec: I64, proc_ix: dict[int, int], key_ix: dict[int, int],
-    subs: list[tuple[int, Any, str, str, Any]], run_max: I64, sr_a: I64, s_kid: I64,
-    so_a: I64, so_known: npt.NDArray[np.bool_], run_r: I64, run_kid: I64,
+    c: QueueColumns, nk: int, keys: I64, nonfail: B, pid_of_rec: I64, pids: I64,
+    sub_pi: I64, run_max: I64, s_kid: I64, run_kid: I64,
 ) -> tuple[int, int, int, int] | None:
     """(lag, invoke time, op position, key id) of the first worst realtime-lag sample."""
+    tcode = c.r_type
     nrec = len(tcode)
     K = max(nk, 1)
+    sr_a, so_a, run_r = c.s_r, c.s_o, c.p_r
     # maxo per (op, key): poll runs (a polled key with no records counts -1), known sends
-    s_ok = so_known & nonfail[sr_a]
+    s_ok = c.s_known & nonfail[sr_a]
     codes = np.concatenate([run_r * K + run_kid, sr_a[s_ok] * K + s_kid[s_ok]])
     ovals = np.concatenate([run_max, so_a[s_ok]])
     if len(codes) == 0:
@@ -549,36 +495,34 @@ def _worst_lag(
     else:
         co = np.argsort(codes, kind="stable")
         c_sorted = codes[co]
-        first = np.ones(len(co), dtype=bool)
-        first[1:] = c_sorted[1:] != c_sorted[:-1]
+        first, _ = _group_edges(c_sorted)
         ucodes = c_sorted[first]
-        maxo = np.maximum.reduceat(ovals[co], np.nonzero(first)[0])
+        maxo = np.maximum.reduceat(ovals[co], np.flatnonzero(first))
     m_r = ucodes // K
     m_kid = ucodes % K
     # expired[k][i]: time of the first non-fail op (history order) with maxo[k] >= i
     ev = nonfail[m_r] & (maxo >= 0) & (maxo < MAX_LAG_OFFSET)
-    # ucodes are sorted by (op, key): a stable sort by key (radix for small ints) gives
-    # (key, op) order
+    # ucodes are sorted by (op, key): a stable sort by key gives (key, op) order
     kid_ev = m_kid[ev]
-    eo = np.argsort(kid_ev.astype(np.int16) if K < 1 << 15 else kid_ev, kind="stable")
-    e_kid = m_kid[ev][eo]
-    e_t = time_a[m_r[ev][eo]]
+    eo = _stable_order(kid_ev)
+    e_kid = kid_ev[eo]
+    e_t = c.r_time[m_r[ev][eo]]
     e_cm = np.maximum.accumulate(e_kid * _BIG + maxo[ev][eo]) if len(eo) else e_kid
 
     # rows: ok subs and ok poll/txn ops, per process in history order
-    op_rows = np.nonzero((tcode == 0) & ~fsend)[0]
-    sub_rows = [(s, proc_ix[p], f, ks) for s, p, typ, f, ks in subs
-                if typ == OK and isinstance(p, int) and p in proc_ix]
-    n_rows = len(op_rows) + len(sub_rows)
+    op_rows = np.flatnonzero((tcode == 0) & ~c.r_send)
+    sel_sub = c.sub_ok & (sub_pi >= 0)
+    sub_idx = np.flatnonzero(sel_sub)
+    n_op = len(op_rows)
+    n_rows = n_op + len(sub_idx)
     if n_rows * K > MAX_LAG_CELLS:
         raise Fallback("lag matrix too large")
-    if len(op_rows) == 0:
+    if n_op == 0:
         return None
-    row_order_key = np.concatenate([2 * op_rows + 1, _arr([2 * s for s, *_ in sub_rows])])
-    row_pid = np.concatenate([pid_of_rec[op_rows], _arr([pi for _, pi, _, _ in sub_rows])])
-    row_is_op = np.concatenate([np.ones(len(op_rows), bool), np.zeros(len(sub_rows), bool)])
-    row_r = np.concatenate([op_rows, np.full(len(sub_rows), -1, dtype=np.int64)])
-    ro = np.lexsort((np.arange(n_rows), row_order_key, row_pid))
+    row_order_key = np.concatenate([2 * op_rows + 1, 2 * c.sub_pos[sub_idx]])
+    row_pid = np.concatenate([pid_of_rec[op_rows], sub_pi[sub_idx]])
+    o1 = np.argsort(row_order_key, kind="stable")  # two sorted runs: a merge
+    ro = o1[_stable_order(row_pid[o1])]
     inv_ro = np.empty(n_rows, dtype=np.int64)
     inv_ro[ro] = np.arange(n_rows)
     # matrices in sorted-row order
@@ -586,25 +530,26 @@ def _worst_lag(
     reset = np.zeros((n_rows, K), dtype=bool)
     # op contributions
     op_row_of_rec = np.full(nrec, -1, dtype=np.int64)
-    op_row_of_rec[op_rows] = inv_ro[np.arange(len(op_rows))]
+    op_row_of_rec[op_rows] = inv_ro[:n_op]
     mrow = op_row_of_rec[m_r]
     sel = mrow >= 0
     contrib[mrow[sel], m_kid[sel]] = maxo[sel]
-    for j, (_s, _pi, f, ks) in enumerate(sub_rows):
-        row = inv_ro[len(op_rows) + j]
-        reset[row, :] = True
-        if f == "assign":
-            for k in ks or ():
-                ki = key_ix.get(k) if isinstance(k, int) and not isinstance(k, bool) else None
-                if ki is not None:
-                    reset[row, ki] = False
-                    contrib[row, ki] = -1
+    if len(sub_idx):
+        srow = inv_ro[n_op:]
+        reset[srow, :] = True
+        cnt = np.diff(c.sub_kstart)
+        j = np.repeat(np.arange(len(cnt)), cnt)  # sub of each listed key
+        row_of_sub = np.full(len(cnt), -1, dtype=np.int64)
+        row_of_sub[sub_idx] = srow
+        a = (row_of_sub[j] >= 0) & c.sub_assign[j]
+        ki = _lookup(keys, c.sub_keys[a])
+        if (ki < 0).any():
             # (assigned keys outside the key set never get samples' key ids: none exist)
-            if any(not (isinstance(k, int) and k in key_ix) for k in ks or ()):
-                raise Fallback("assign of unknown key")
+            raise Fallback("assign of unknown key")
+        reset[row_of_sub[j[a]], ki] = False
+        contrib[row_of_sub[j[a]], ki] = -1
     pid_s = row_pid[ro]
-    pstart = np.ones(n_rows, dtype=bool)
-    pstart[1:] = pid_s[1:] != pid_s[:-1]
+    pstart, _ = _group_edges(pid_s)
     epoch = np.cumsum(reset, axis=0) + np.cumsum(pstart)[:, None]
     has = contrib > -2
     enc = np.where(has, epoch * _BIG + contrib + 2, 0)
@@ -613,12 +558,12 @@ def _worst_lag(
     # a key is in the process's position map iff it got a contribution in its current epoch
     member = cm >= epoch * _BIG
     # samples: op rows, member cells
-    is_op_s = row_is_op[ro]
-    r_s = row_r[ro]
-    rows_op = np.nonzero(is_op_s)[0]
+    rows_op = inv_ro[:n_op]  # sorted-row position of each op row (op_rows order)
     vals_m = value[rows_op]
     mem_m = member[rows_op]
-    inv_t = inv_a[r_s[rows_op]]
+    if not mem_m.any():
+        return None
+    inv_t = c.r_inv[op_rows]
     i_next = vals_m + 1
     kid_grid = np.broadcast_to(np.arange(K, dtype=np.int64), vals_m.shape)
     q = kid_grid * _BIG + i_next
@@ -631,14 +576,12 @@ def _worst_lag(
     else:
         lag = np.zeros(vals_m.shape, dtype=np.int64)
     lag = np.where(mem_m, lag, -1)
-    if not mem_m.any():
-        return None
     best = int(lag.max())
-    # first op (history order) reaching the maximum
-    hit_rows = np.nonzero((lag == best).any(axis=1))[0]
-    first = hit_rows[np.argmin(r_s[rows_op][hit_rows])]
-    kids = np.nonzero(lag[first] == best)[0]
+    # first op (history order: op_rows is) reaching the maximum
+    hit = np.flatnonzero((lag == best).any(axis=1))
+    first_row = int(hit[0])
+    kids = np.flatnonzero(lag[first_row] == best)
     if len(kids) != 1:
         raise Fallback("tie for the worst lag inside one op")
-    r_w = int(r_s[rows_op][first])
-    return (best, int(inv_a[r_w]), r_w, int(kids[0]))
+    r_w = int(op_rows[first_row])
+    return (best, int(c.r_inv[r_w]), r_w, int(kids[0]))
