@@ -185,11 +185,13 @@ class Apis:
         auto = bool(getattr(body, "allow_auto_topic_creation", True))
         topics = []
         for name in sorted(view) if requested is None else requested:
-            if name in view:
+            if name in view and await self.b.topic_complete(name, len(view[name])):
                 topics.append(self._topic_entry(name, view[name], live))
                 continue
             code = 3  # UNKNOWN_TOPIC_OR_PARTITION
-            if not TOPIC_NAME.fullmatch(name) or name in (".", ".."):
+            if name in view:
+                code = LEADER_NOT_AVAILABLE  # partly published yet (Broker.topic_complete)
+            elif not TOPIC_NAME.fullmatch(name) or name in (".", ".."):
                 code = INVALID_TOPIC_EXCEPTION
             elif auto and self.b.config.auto_create_topics_enable:
                 code = await self.b.auto_create(name)
@@ -498,14 +500,14 @@ class Apis:
         timeout_s = max(0.0, body.timeout.total_seconds())
         validate_only = bool(getattr(body, "validate_only", False))
         results = []
-        created: list[str] = []
+        created: dict[str, int] = {}  # name -> partitions
         existing = set(self.topics_view()) | set(await self.b.zk_topics())
         for t in body.topics:
             code, msg, n, rf, assignment, cfg = self._plan_topic(t, existing)
             if code == 0 and not validate_only:
                 try:
                     await self.b.create_topic(t.name, assignment, cfg)
-                    created.append(t.name)
+                    created[t.name] = n
                     existing.add(t.name)
                 except Exception as e:  # NodeExists (a race) or ZooKeeper unavailable
                     code, msg = (TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.") \

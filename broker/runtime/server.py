@@ -124,6 +124,7 @@ class Broker:
         self._pids: list[int] = []
         self._housekeeping: asyncio.Task[None] | None = None
         self._rng = random.Random()
+        self._partition_counts: dict[str, int] = {}  # topic_complete's cache (ZooKeeper)
         self.stopped = asyncio.Event()
         self.fatal: BaseException | None = None
 
@@ -330,17 +331,45 @@ class Broker:
                 log.warning("auto-creating %s failed: %s", topic, e)
         return 5
 
-    def _topic_ready(self, topic: str) -> bool:
-        infos = [i for i in self.node.state.metadata if i.tp.topic == topic]
-        return bool(infos) and all(i.leader != NO_LEADER for i in infos)
+    async def topic_complete(self, topic: str, known: int) -> bool:
+        """Whether this broker's metadata holds all partitions of `topic` (`known` of them).
 
-    async def wait_for_topics(self, topics: Sequence[str], timeout_s: float) -> bool:
+        Kafka's controller publishes a new topic's partitions in one UpdateMetadata; ours
+        publishes each as its ZooKeeper write completes, so for a moment a broker knows part of
+        a new topic. Metadata must not show that: librdkafka takes the partition count as
+        final and fails sends to the rest with UNKNOWN_PARTITION. The count comes from the
+        topic's znode, read once per topic (again only while the topic looks incomplete)."""
+        if self._partition_counts.get(topic) == known:
+            return True
+        assert self.zkd is not None and self.zk is not None
+        zk = self.zk
+        try:
+            assignment = await self.zkd.call(lambda: zk.topic_assignment(topic))
+        except Exception as e:
+            log.info("partition count of %s unavailable: %s", topic, e)
+            return True
+        if not assignment:
+            self._partition_counts.pop(topic, None)
+            return True  # being deleted: show what is left
+        self._partition_counts[topic] = len(assignment)
+        return known >= len(assignment)
+
+    def _topic_ready(self, topic: str, partitions: int) -> bool:
+        # All `partitions` must be known: the controller publishes a new topic's partitions one
+        # by one as their ZooKeeper writes complete, so "every known partition has a leader"
+        # held after the first one, and CreateTopics answered while Metadata still showed part
+        # of the topic (librdkafka then failed sends to the rest with UNKNOWN_PARTITION).
+        infos = [i for i in self.node.state.metadata if i.tp.topic == topic]
+        return len(infos) >= partitions > 0 and all(i.leader != NO_LEADER for i in infos)
+
+    async def wait_for_topics(self, topics: Mapping[str, int], timeout_s: float) -> bool:
+        """Until each topic has all its partitions (name -> count), each with a leader."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if all(self._topic_ready(t) for t in topics):
+            if all(self._topic_ready(t, n) for t, n in topics.items()):
                 return True
             await asyncio.sleep(0.02)
-        return all(self._topic_ready(t) for t in topics)
+        return all(self._topic_ready(t, n) for t, n in topics.items())
 
     async def delete_topic(self, topic: str) -> None:
         assert self.zkd is not None and self.zk is not None
