@@ -17,6 +17,13 @@ from harness.runtime.base import FaultUnsupported, Grudge, Runtime
 REASON = "an existing cluster is only reached through its bootstrap servers"
 
 
+def _first(d: Mapping[str, Any], *keys: str) -> Any:
+    for k in keys:
+        if k in d:
+            return d[k]
+    raise KeyError(f"none of {keys} in {sorted(d)}")
+
+
 class ExistingClusterRuntime(Runtime):
     zookeeper_node = None
 
@@ -27,6 +34,7 @@ class ExistingClusterRuntime(Runtime):
         self._bootstrap = ",".join(hosts)
         self.request_timeout_ms = request_timeout_ms
         self._nodes: tuple[str, ...] = ()
+        self.last_error: str | None = None
 
     def start(self) -> ExistingClusterRuntime:
         return self
@@ -45,7 +53,8 @@ class ExistingClusterRuntime(Runtime):
             try:
                 md = self._metadata()
                 self._nodes = tuple(f"n{b}" for b in sorted(md["brokers"]))
-            except Exception:
+            except Exception as e:
+                self.last_error = f"{type(e).__name__}: {e}"
                 return ()
         return self._nodes
 
@@ -55,21 +64,29 @@ class ExistingClusterRuntime(Runtime):
                                     "isolate-from-zookeeper", "toxic")}
 
     def _metadata(self) -> dict[str, Any]:
+        """Brokers, controller and topic leaders through kafka-python's admin client (key
+        names differ across kafka-python versions; both spellings are read)."""
         from kafka import KafkaAdminClient
 
         admin = KafkaAdminClient(bootstrap_servers=self._bootstrap,
                                  request_timeout_ms=self.request_timeout_ms,
-                                 api_version_auto_timeout_ms=self.request_timeout_ms,
                                  client_id="hiwater-runtime")
         try:
             cluster = admin.describe_cluster()
             topics = admin.describe_topics()
         finally:
             admin.close()
+        leaders: dict[tuple[str, int], int] = {}
+        for t in topics:
+            name = _first(t, "topic", "name")
+            for p in t.get("partitions", ()):
+                leaders[(str(name), int(_first(p, "partition", "partition_index")))] = int(
+                    _first(p, "leader", "leader_id"))
         return {
-            "brokers": [int(b["node_id"]) for b in cluster.get("brokers", ())],
+            "brokers": [int(_first(b, "node_id", "broker_id", "nodeId"))
+                        for b in cluster.get("brokers", ())],
             "controller_id": int(cluster.get("controller_id", -1)),
-            "topics": topics,
+            "leaders": leaders,
         }
 
     def is_running(self, node: str) -> bool:
@@ -82,12 +99,8 @@ class ExistingClusterRuntime(Runtime):
         self._unsupported("replica-states")
 
     def leader_of(self, topic: str, partition: int) -> str | None:
-        for t in self._metadata()["topics"]:
-            if t.get("topic") == topic:
-                for p in t.get("partitions", ()):
-                    if p.get("partition") == partition and p.get("leader", -1) >= 0:
-                        return f"n{p['leader']}"
-        return None
+        leader = self._metadata()["leaders"].get((topic, partition), -1)
+        return f"n{leader}" if leader >= 0 else None
 
     def controller(self) -> str | None:
         cid = self._metadata()["controller_id"]

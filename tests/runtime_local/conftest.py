@@ -1,7 +1,7 @@
-"""A real LocalRuntime (ZooKeeper + 3 brokers) shared by this module's tests; each test heals
-and restarts what it broke. Without the Debian `zookeeper` package the tests skip, except under
-CI, where that is a failure. Network tests skip (with the reason) when not root or without
-iptables/cgroup2."""
+"""A real LocalRuntime (ZooKeeper + 3 brokers) shared by this directory's tests (one per test
+process); each test heals and restarts what it broke. Without the Debian `zookeeper` package
+the tests skip, except under CI, where that is a failure. Network tests skip (with the reason)
+when not root or without iptables/cgroup2."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def require_network(zookeeper: bool = False) -> None:
         pytest.skip(why)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRuntime]:
     require_zookeeper()
     rt = LocalRuntime(tmp_path_factory.mktemp("rt"), 3, FAST)
