@@ -126,6 +126,7 @@ class KafkaPythonClient(QueueClient):
             metadata_max_age_ms=s.metadata_max_age_ms,
             allow_auto_create_topics=False,
             linger_ms=0,
+            bootstrap_timeout_ms=s.max_block_ms,
         )
         self._consumer: KafkaConsumer | None = None
         self._admin: KafkaAdminClient | None = None
@@ -150,6 +151,7 @@ class KafkaPythonClient(QueueClient):
                 metadata_max_age_ms=s.metadata_max_age_ms,
                 reconnect_backoff_max_ms=s.reconnect_backoff_max_ms,
                 allow_auto_create_topics=False,
+                bootstrap_timeout_ms=s.max_block_ms,
             )
         return self._consumer
 
@@ -162,6 +164,7 @@ class KafkaPythonClient(QueueClient):
                 client_id=f"{self.client_id}-admin",
                 request_timeout_ms=int(s.admin_timeout_s * 1000),
                 reconnect_backoff_max_ms=s.reconnect_backoff_max_ms,
+                bootstrap_timeout_ms=s.max_block_ms,
             )
         return self._admin
 

@@ -138,11 +138,12 @@ class Recorder:
         with self._lock:
             return self._count
 
-    def ops(self) -> list[Op]:
-        """The history so far, in index order (a copy)."""
+    def ops(self, start: int = 0) -> list[Op]:
+        """The history so far, in index order (a copy), from the `start`-th recorded op on
+        (a progress display polls `ops(seen)` and copies only what is new)."""
         with self._lock:
             if self.keep:
-                return list(self._ops)
+                return self._ops[start:]
             assert self.writer is not None
             path = self.writer.path  # the writer flushes every line
-        return read_jsonl(path)
+        return read_jsonl(path)[start:]

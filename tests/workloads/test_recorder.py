@@ -39,6 +39,7 @@ def test_indexes_times_and_file(tmp_path: Path) -> None:
     assert read_jsonl(tmp_path / "h.jsonl") == ops  # the file is the index order
     assert len(pair_index(ops)) == 2 * n_threads * n_ops
     assert ops[-1].process == "nemesis" and ops[-1].type == "info"
+    assert rec.ops(len(ops) - 2) == ops[-2:]
     assert rec.pending() == []
     w.close()
 
@@ -79,6 +80,7 @@ def test_keep_false_reads_back(tmp_path: Path) -> None:
         rec.complete(rec.invoke(0, "poll", [["poll"]]), "ok", [["poll", {i: [[0, i]]}]])
     ops = rec.ops()
     assert len(ops) == 20 and ops[-1].value == [["poll", {9: [[0, 9]]}]]
+    assert rec.ops(18) == ops[18:]
     with pytest.raises(ValueError):
         Recorder(None, keep=False)
     w.close()
