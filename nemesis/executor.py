@@ -198,6 +198,7 @@ def heal_all(runtime: Runtime) -> dict[str, Any]:
     caps = runtime.capabilities()
     resumed: dict[str, Any] = {}
     started: dict[str, Any] = {}
+    errors: dict[str, Any] = {}
     if caps.get("resume", None) is None and caps.get("start", None) is None:
         for n in runtime.nodes:
             try:
@@ -207,8 +208,9 @@ def heal_all(runtime: Runtime) -> dict[str, Any]:
                 else:
                     started[n] = runtime.start_node(n).get("result")
             except Exception as e:
-                (started if n not in resumed else resumed)[n] = {
-                    "error": f"{type(e).__name__}: {e}"}
+                errors[n] = f"{type(e).__name__}: {e}"
+    if errors:
+        report["errors"] = errors
     report["resumed"] = resumed
     report["started"] = started
     return report

@@ -112,6 +112,13 @@ class PartitionNetwork(Fault):
 
 
 @dataclass(frozen=True, slots=True)
+class IsolateFromZooKeeper(PartitionNetwork):
+    """Cut the target brokers from ZooKeeper (both ways): their sessions expire."""
+
+    shape: str | Grudge = "isolate-from-zookeeper"
+
+
+@dataclass(frozen=True, slots=True)
 class HealNetwork(Fault):
     f: ClassVar[str] = "stop-partition"
 
@@ -211,5 +218,6 @@ class HealAll(Fault):
 
 
 FAULT_TYPES: tuple[type[Fault], ...] = (
-    PartitionNetwork, HealNetwork, KillNode, StartNode, PauseNode, ResumeNode, WipeDisk,
-    LoseUnflushed, CorruptSegment, CleanRestart, Toxic, SlowLink, RemoveToxics, HealAll)
+    PartitionNetwork, IsolateFromZooKeeper, HealNetwork, KillNode, StartNode, PauseNode,
+    ResumeNode, WipeDisk, LoseUnflushed, CorruptSegment, CleanRestart, Toxic, SlowLink,
+    RemoveToxics, HealAll)

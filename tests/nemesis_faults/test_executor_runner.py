@@ -139,3 +139,14 @@ def test_runner_same_seed_same_history_values() -> None:
 
     assert run(5) == run(5)
     assert run(5) != run(6)
+
+
+def test_isolate_from_zookeeper_fault() -> None:
+    from nemesis.faults import IsolateFromZooKeeper
+
+    rt = FakeRuntime()
+    fault = IsolateFromZooKeeper(targets=("n1", "n3"))
+    assert fault.f == "start-partition"
+    assert fault.describe() == {"shape": "isolate-from-zookeeper", "targets": ["n1", "n3"]}
+    value = execute(fault, rt, random.Random(0))
+    assert value == {"isolated": {"n1": ["zk"], "n3": ["zk"], "zk": ["n1", "n3"]}}
