@@ -174,8 +174,8 @@ class Progress:
         ops, ok_s = self.rates()
         t = self.totals
         parts = [
-            f"[{self.title}]",
-            f"{'done' if final else 'elapsed'} {_fmt_s(self.elapsed_s)}/{_fmt_s(self.total_s)}",
+            f"[{self.title}] {'done' if final else 'elapsed'} "
+            f"{_fmt_s(self.elapsed_s)}/{_fmt_s(self.total_s)}",
             f"remaining {_fmt_s(self.remaining_s)}",
             f"ok {t['ok']} fail {t['fail']} info {t['info']}",
             f"{ops:.1f} ops/s ({ok_s:.1f} ok/s)",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
 from pathlib import Path
 
@@ -20,13 +19,10 @@ from harness.history import Op
 from harness.report import EXPLANATIONS, explain, render, render_html, render_index, verdict_of
 from harness.report.explain import canonical
 from harness.report.page import MAX_ERRS_SHOWN, MAX_OPS_PER_ANOMALY, MAX_TIMELINE_OPS
+from tests.report.conftest import RUNS, report_path
 from tests.report.runs import (
     HOSTILE,
     S,
-    linearizability_run,
-    lost_write_run,
-    unknown_run,
-    valid_run,
     write_run,
 )
 
@@ -35,31 +31,11 @@ EXTERNAL = re.compile(
     r"[\"']?\s*(?:https?:)?//", re.I)
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    s = tmp_path_factory.mktemp("store")
-    stamp = "20260101T120000.000+0000"
-    valid_run(s / "valid" / stamp)
-    lost_write_run(s / "lost" / "20260102T120000.000+0000")
-    linearizability_run(s / "lin" / "20260103T120000.000+0000")
-    unknown_run(s / "unknown" / "20260104T120000.000+0000")
-    crashed = s / "crashed" / "20260105T120000.000+0000"
-    crashed.mkdir(parents=True)
-    (crashed / "history.jsonl").write_text(
-        '{"index":0,"time_ns":0,"process":0,"type":"invoke","f":"send","value":[["send",0,1]]}'
-        "\n")
-    for d in sorted(p.parent for p in s.rglob("history.jsonl")):
-        render(d)
-    os.symlink(s / "lost" / "20260102T120000.000+0000", s / "latest")
-    return s
-
-
 def _report(store: Path, name: str) -> str:
-    (d,) = (store / name).iterdir()
-    return (d / "report.html").read_text(encoding="utf-8")
+    return report_path(store, name).read_text(encoding="utf-8")
 
 
-ALL = ("valid", "lost", "lin", "unknown", "crashed")
+ALL = tuple(RUNS)
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -74,8 +50,7 @@ def test_self_contained(store: Path, name: str) -> None:
 @pytest.mark.parametrize("name", ALL)
 def test_verdict_first(store: Path, name: str) -> None:
     text = _report(store, name)
-    want = {"valid": "valid", "lost": "invalid", "lin": "invalid", "unknown": "unknown",
-            "crashed": "unknown"}[name]
+    want = RUNS[name]
     code = {"valid": 0, "invalid": 1, "unknown": 2}[want]
     body = text.split("<body", 1)[1]
     first = re.search(r'<div class="verdict"[^>]*><div class="word">(\w+)</div>', body)
