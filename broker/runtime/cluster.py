@@ -34,7 +34,10 @@ from broker.runtime.zkserver import ZooKeeperServer, free_port
 from broker.wire import decode_response, encode_request
 
 STATE_FILE = "cluster.json"
-READY_TIMEOUT_S = 15.0
+# Only a bound: wait_ready returns as soon as every broker serves Metadata. A broker spends
+# about 3 s of CPU importing (kio pulls in hypothesis) before it connects; three of them
+# plus ZooKeeper's JVM on a busy 2-core machine took over 15 s, and fixtures failed.
+READY_TIMEOUT_S = 45.0
 
 
 class ClusterError(RuntimeError):
