@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -82,6 +83,20 @@ def classify(exc: BaseException) -> Classified:
     if isinstance(exc, KeyMismatch):
         return classify_kind(None, text)
     return classify_kind(kind_of_exception(exc), text)
+
+
+_NO_DEFAULT: Any = object()
+
+
+def _first(d: Any, *keys: str, default: Any = _NO_DEFAULT) -> Any:
+    """The first of `keys` in `d`: kafka-python's admin results changed key names across
+    versions (`partition` / `partition_index`, `leader` / `leader_id`, ...)."""
+    for k in keys:
+        if k in d:
+            return d[k]
+    if default is _NO_DEFAULT:
+        raise KeyError(f"none of {keys} in {sorted(d)}")
+    return default
 
 
 class _Journal(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -188,12 +203,33 @@ class KafkaPythonClient(QueueClient):
     def send(self, k: int, v: int) -> int | None:
         topic, partition = self.keymap.tp(k)
         self.ensure_topic(topic)
-        fut = self.producer.send(topic, value=encode_long(v), partition=partition)
+        fut = self._send(topic, partition, encode_long(v))
         md = fut.get(timeout=self.settings.send_timeout_s)
         if self.keymap.key(md.topic, md.partition) != k:
             raise KeyMismatch(f"sent {k} to {topic}/{partition}, acknowledged as "
                               f"{md.topic}/{md.partition}")
         return md.offset if md.offset is not None and md.offset >= 0 else None
+
+    def _send(self, topic: str, partition: int, value: bytes) -> Any:
+        """`send`, waiting up to `max_block_ms` for a partition missing from the producer's
+        metadata (kafka-python raises ValueError at once; the Java producer blocks, then
+        throws a TimeoutException, which is what escapes here too)."""
+        end = time.monotonic() + self.settings.max_block_ms / 1000.0
+        for _ in range(100_000):
+            try:
+                return self.producer.send(topic, value=value, partition=partition)
+            except ValueError as e:
+                if "Unrecognized partition" not in str(e):
+                    raise
+                if time.monotonic() >= end:
+                    raise Errors.KafkaTimeoutError(
+                        f"partition {partition} of {topic} not in metadata after "
+                        f"{self.settings.max_block_ms} ms") from e
+                md = getattr(self.producer, "_metadata", None)
+                if md is not None:
+                    md.request_update()
+                time.sleep(0.1)
+        raise Errors.KafkaTimeoutError("send loop bound")  # pragma: no cover
 
     def poll(self, poll_ms: int) -> dict[int, list[list[Any]]]:
         c = self.consumer
@@ -250,18 +286,21 @@ class KafkaPythonClient(QueueClient):
 
     def describe(self, keys: Sequence[int]) -> list[dict[str, Any]]:
         topics = self.keymap.topics(sorted(set(keys)))
-        described = {d["topic"]: d for d in self.admin.describe_topics(topics)}
+        described = {_first(d, "topic", "name"): d for d in self.admin.describe_topics(topics)}
         out: list[dict[str, Any]] = []
         for k in sorted(set(keys)):
             t, p = self.keymap.tp(k)
-            parts = {q["partition"]: q for q in described.get(t, {}).get("partitions", ())}
+            parts = {_first(q, "partition", "partition_index"): q
+                     for q in described.get(t, {}).get("partitions", ())}
             q = parts.get(p)
             if q is None:
                 out.append({"key": k, "topic": t, "partition": p, "error": "unknown"})
                 continue
-            out.append({"key": k, "topic": t, "partition": p, "leader": q.get("leader"),
-                        "replicas": list(q.get("replicas", ())),
-                        "isr": list(q.get("isr", ())), "error": q.get("error_code") or None})
+            out.append({"key": k, "topic": t, "partition": p,
+                        "leader": _first(q, "leader", "leader_id", default=None),
+                        "replicas": list(_first(q, "replicas", "replica_nodes", default=())),
+                        "isr": list(_first(q, "isr", "isr_nodes", default=())),
+                        "error": q.get("error_code") or None})
         return out
 
     def close(self) -> None:

@@ -86,6 +86,9 @@ def check_queue_run(ops: list[Op], r: QueueRun) -> None:
     assert r.final_complete, r.unreached
     # every final-phase thread read every key from the beginning
     assert all(op.get("seek_to_beginning") for op in final if op.f == "assign")
+    debug = [op for op in final if op.f == "debug-topic-partitions" and op.type == "ok"]
+    assert debug and all(p.get("leader") is not None for op in debug
+                         for p in op.value["partitions"])
 
 
 @pytest.mark.timeout(150)
