@@ -61,6 +61,7 @@ log = logging.getLogger(__name__)
 MAX_CONNECTIONS = 10_000
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
 REGISTRATION_WAIT_S = 10.0
+SHUTDOWN_CANCEL_S = 5.0
 PRODUCER_ID_BLOCK = 1000
 
 
@@ -184,11 +185,16 @@ class Broker:
             await self._controlled_shutdown()
         if self._server is not None:
             self._server.close()
-        for t in list(self._connections):
-            t.cancel()
-        for t in list(self._connections):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        # Cancel until they are gone (bounded): Python 3.11's asyncio.wait_for swallows a
+        # cancellation that races with its future completing (CPython gh-86296), and a
+        # connection task that lost its cancel then idled in readexactly on a client's open
+        # connection, holding the shutdown until the SIGKILL.
+        pending = set(self._connections)
+        deadline = time.monotonic() + SHUTDOWN_CANCEL_S
+        while pending and time.monotonic() < deadline:
+            for t in pending:
+                t.cancel()
+            _, pending = await asyncio.wait(pending, timeout=0.5)
         if self._housekeeping is not None:
             self._housekeeping.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
