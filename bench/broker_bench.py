@@ -1,0 +1,928 @@
+"""Broker benchmark: `uv run python bench/broker_bench.py [--records N] [--rounds R] [--quick]`.
+
+confluent-kafka is the load generator. Everything is measured in the same run, on this
+machine, and printed as ratios:
+
+- baselines: (a) raw loopback TCP, a Python sendall/recv_into pair in two processes, 1 MiB
+  writes; (b) raw loopback sendfile, os.sendfile of a page-cached file (8 MiB calls) into a
+  TCP socket, Python receiver in another process; plus two machine properties that a broker
+  pays for every byte it stores: first touch of fresh memory (us per 4 KiB page) and
+  appending 1 MiB writes to a new file (page cache, no fsync);
+- the load generator's own ceiling: the same confluent Producer (same config, same records)
+  against a sink, a one-node fake Kafka broker in another process that answers Produce
+  acks=all at once (broker.wire codecs; it keeps the batches in memory); then the same
+  confluent Consumer against the sink, which serves Fetch from those in-memory batches;
+- the real thing: LocalCluster with 3 brokers, min.insync.replicas=2, a topic with RF 3;
+  produce acks=all (MB/s, rec/s; p50/p99 latency from delivery callbacks, both at saturation
+  and in a paced run at half the measured rate), then a caught-up consume of the same data
+  (Consumer.assign from offset 0); CPU of every process per phase, as CPU-s per GB.
+
+The sink runs first, then the cluster; each figure is min/median/max over --rounds. The
+machine is shared: every run waits (bounded) for a quiet 0.5 s window and reports the CPU
+used by processes that are not ours ("foreign", % of one core). CPU-s per GB is the figure
+least disturbed by foreign load; "CPU-bound produce ceiling" turns it into the MB/s the two
+cores would give if nothing else ran. A benchmark never fails on an aim: it reports it.
+
+    --profile DIR   brokers run under cProfile (slower!); top functions printed, .prof kept
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import contextlib
+import mmap
+import os
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import struct
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from broker.recordbatch import HEADER, HEADER_SIZE
+from broker.runtime.cluster import LocalCluster
+from broker.wire import (
+    Close,
+    FetchPartitionResponse,
+    FetchResponseBody,
+    FetchTopicResponse,
+    Reply,
+    Request,
+    api_versions_response,
+    build,
+    decode_request,
+    encode_fetch_response,
+    encode_response,
+    response_class,
+)
+
+MB = 1_000_000
+MiB = 1 << 20
+TOPIC = "bench"
+CLK = os.sysconf("SC_CLK_TCK")
+
+AIM_PRODUCE_MBS = 45.0  # the issue: >= 45 MB/s of 1 KB records, acks=all RF=3, 2 cores
+AIM_CONSUME_OF_SENDFILE = 0.80  # the issue: consume >= 80 % of raw sendfile loopback
+
+
+# -- CPU accounting ---------------------------------------------------------------------------
+
+
+def _proc_cpu(pid: int) -> float:
+    """utime+stime of a live process in seconds (0 if gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLK
+
+
+def _machine_busy() -> float:
+    """CPU-seconds the whole machine spent not idle since boot."""
+    parts = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    v = [int(x) for x in parts]
+    idle = v[3] + v[4]  # idle + iowait
+    return (sum(v[:8]) - idle) / CLK
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            ppid = int(Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(d))
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, ()))
+    return out
+
+
+class CpuMeter:
+    """CPU used during a phase: by named processes, by this process (the load generator and
+    its librdkafka threads), by all our descendants, and by everything else ("foreign")."""
+
+    def __init__(self, named: dict[str, int] | None = None) -> None:
+        self.named = dict(named or {})
+
+    def __enter__(self) -> CpuMeter:
+        self.t0 = time.perf_counter()
+        self.busy0 = _machine_busy()
+        self.self0 = _self_cpu()
+        self.kids0 = _children_cpu()
+        self.tree0 = {p: _proc_cpu(p) for p in _descendants(os.getpid())}
+        self.named0 = {k: _proc_cpu(p) for k, p in self.named.items()}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall = time.perf_counter() - self.t0
+        busy = _machine_busy() - self.busy0
+        self.self_s = _self_cpu() - self.self0
+        tree1 = {p: _proc_cpu(p) for p in _descendants(os.getpid())}
+        ours = sum(v - self.tree0.get(p, 0.0) for p, v in tree1.items())
+        ours += _children_cpu() - self.kids0  # children that exited and were waited for
+        self.ours_s = ours
+        self.foreign_s = max(0.0, busy - ours)
+        self.named_s = {k: _proc_cpu(p) - self.named0[k] for k, p in self.named.items()}
+
+    def pct(self, seconds: float) -> float:
+        return 100.0 * seconds / self.wall if self.wall > 0 else 0.0
+
+
+def foreign_pct(window_s: float) -> float:
+    """CPU used by processes that are not ours over `window_s`, in % of one core."""
+    with CpuMeter() as m:
+        time.sleep(window_s)
+    return m.pct(m.foreign_s)
+
+
+QUIET = {"limit": 30.0, "timeout": 30.0, "waited": 0.0, "gave_up": 0}
+
+
+def wait_quiet() -> None:
+    """Before a measurement: wait (bounded) for a 0.5 s window in which foreign processes use
+    at most QUIET["limit"] % of one core. The machine is shared; this does not make it quiet,
+    it only avoids starting a run in the middle of someone else's burst."""
+    t = time.monotonic()
+    while foreign_pct(0.5) > QUIET["limit"]:
+        if time.monotonic() - t > QUIET["timeout"]:
+            QUIET["gave_up"] += 1
+            break
+    QUIET["waited"] += time.monotonic() - t
+
+
+def _self_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+# -- baselines: raw loopback ------------------------------------------------------------------
+
+
+def _fork(child: Callable[[], None]) -> int:
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            child()
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+            code = 1
+        os._exit(code)
+    return pid
+
+
+def _wait(pid: int) -> None:
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        raise RuntimeError(f"child {pid} exited with status {status}")
+
+
+def _receiver(listener: socket.socket, total: int) -> None:
+    """Child: accept one connection, drain `total` bytes into a page-aligned buffer, ack."""
+    conn, _ = listener.accept()
+    listener.close()
+    buf = mmap.mmap(-1, MiB)
+    view = memoryview(buf)
+    got = 0
+    while got < total:
+        n = conn.recv_into(view)
+        if not n:
+            break
+        got += n
+    conn.sendall(b"k" if got == total else b"x")
+    conn.close()
+
+
+def _timed_stream(total: int, send: Callable[[socket.socket], None]) -> float:
+    """Seconds for `send` to deliver `total` bytes over loopback TCP to another process."""
+    lst = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    lst.bind(("127.0.0.1", 0))
+    lst.listen(1)
+    pid = _fork(lambda: _receiver(lst, total))
+    lst_addr = lst.getsockname()
+    lst.close()
+    s = socket.create_connection(lst_addr)
+    try:
+        t = time.perf_counter()
+        send(s)
+        if s.recv(1) != b"k":
+            raise RuntimeError("receiver did not get every byte")
+        elapsed = time.perf_counter() - t
+    finally:
+        s.close()
+        _wait(pid)
+    return elapsed
+
+
+def loopback_tcp(total: int) -> float:
+    """MB/s of sendall(1 MiB) -> recv_into(1 MiB), page-aligned buffers."""
+    buf = mmap.mmap(-1, MiB)
+    buf.write(os.urandom(MiB))
+    chunk = memoryview(buf)
+    count = total // MiB
+
+    def send(s: socket.socket) -> None:
+        for _ in range(count):
+            s.sendall(chunk)
+
+    return count * MiB / _timed_stream(count * MiB, send) / MB
+
+
+def loopback_sendfile(path: Path, passes: int) -> float:
+    """MB/s of os.sendfile (8 MiB calls) of a page-cached file, `passes` times."""
+    size = path.stat().st_size
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        def send(s: socket.socket) -> None:
+            out = s.fileno()
+            for _ in range(passes):
+                pos = 0
+                while pos < size:
+                    pos += os.sendfile(out, fd, pos, min(8 * MiB, size - pos))
+
+        return size * passes / _timed_stream(size * passes, send) / MB
+    finally:
+        os.close(fd)
+
+
+def first_touch_us(mib: int) -> float:
+    """Microseconds per 4 KiB page to touch fresh anonymous memory (page fault + zeroing; on a
+    VM whose balloon reports free pages to the host, also the host's fault)."""
+    m = mmap.mmap(-1, mib * MiB)
+    try:
+        t = time.perf_counter()
+        for off in range(0, mib * MiB, 4096):
+            m[off] = 1
+        return (time.perf_counter() - t) / (mib * MiB // 4096) * 1e6
+    finally:
+        m.close()
+
+
+def page_cache_append(path: Path, mib: int) -> tuple[float, float]:
+    """(MB/s, CPU-s per GB) of appending 1 MiB writes to a new file (page cache, no fsync),
+    as a broker appends to its log."""
+    buf = os.urandom(MiB)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+    try:
+        c, t = time.process_time(), time.perf_counter()
+        for _ in range(mib):
+            os.write(fd, buf)
+        wall, cpu = time.perf_counter() - t, time.process_time() - c
+    finally:
+        os.close(fd)
+        path.unlink()
+    return mib * MiB / wall / MB, cpu / (mib * MiB / 1e9)
+
+
+# -- the sink: a one-node fake Kafka broker ----------------------------------------------------
+
+
+class SinkLog:
+    """Per-partition in-memory log of the batches produced into the sink."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.bases: list[int] = []  # base offset of each batch
+        self.positions: list[int] = []  # byte position of each batch
+        self.end = 0
+
+    def append(self, records: bytes) -> int:
+        base = self.end
+        pos, n = 0, len(records)
+        start = len(self.data)
+        self.data += records
+        while pos + HEADER_SIZE <= n:  # librdkafka sends one batch per partition, but be exact
+            h = HEADER.unpack_from(records, pos)
+            size = 12 + h[1]
+            struct.pack_into(">q", self.data, start + pos, self.end)  # assign the offset
+            self.bases.append(self.end)
+            self.positions.append(start + pos)
+            self.end += h[6] + 1
+            pos += size
+        return base
+
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        i = bisect.bisect_right(self.bases, offset) - 1
+        if i < 0 or offset >= self.end:
+            return b""
+        start = self.positions[i]
+        j = bisect.bisect_right(self.positions, start + max_bytes) - 1  # whole batches
+        stop = self.positions[j] if j > i else None
+        if stop is None:  # at least one batch (Kafka's min_one_message)
+            stop = self.positions[i + 1] if i + 1 < len(self.positions) else len(self.data)
+        return bytes(memoryview(self.data)[start:stop])
+
+
+class Sink:
+    """Answers ApiVersions, Metadata (one broker: itself; topic `bench` with N partitions),
+    Produce (acks=all -> NONE at once, increasing base offsets; batches kept in memory) and
+    Fetch (from those batches). Thread per connection; runs in its own process."""
+
+    def __init__(self, host: str, port: int, partitions: int) -> None:
+        self.host, self.port, self.partitions = host, port, partitions
+        self.logs = [SinkLog() for _ in range(partitions)]
+        self.lock = threading.Lock()
+        self.requests = 0
+        self.produced_bytes = 0
+        self.produced_batches = 0
+
+    def serve(self, lst: socket.socket) -> None:
+        while True:
+            conn, _ = lst.accept()
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            threading.Thread(target=self._conn, args=(conn,), daemon=True).start()
+
+    def _recv_exact(self, conn: socket.socket, buf: bytearray, n: int) -> bool:
+        view = memoryview(buf)[:n]
+        got = 0
+        while got < n:
+            k = conn.recv_into(view[got:])
+            if not k:
+                return False
+            got += k
+        return True
+
+    def _conn(self, conn: socket.socket) -> None:
+        buf = bytearray(64 * MiB)
+        head = bytearray(4)
+        try:
+            while True:
+                if not self._recv_exact(conn, head, 4):
+                    return
+                (size,) = struct.unpack(">i", head)
+                if size > len(buf):
+                    buf = bytearray(size)
+                if not self._recv_exact(conn, buf, size):
+                    return
+                decoded = decode_request(bytes(memoryview(buf)[:size]))
+                if isinstance(decoded, Close):
+                    return
+                if isinstance(decoded, Reply):
+                    conn.sendall(decoded.frame)
+                    continue
+                out = self._handle(decoded)
+                if len(out) == 1 or sum(map(len, out)) < 1 << 16:
+                    conn.sendall(b"".join(out))
+                else:
+                    for c in out:
+                        conn.sendall(c)
+        except OSError:
+            return
+        finally:
+            conn.close()
+
+    def _handle(self, req: Request) -> list[bytes]:
+        self.requests += 1
+        key = req.api_key
+        if key == 18:
+            return [encode_response(req.correlation_id, api_versions_response(req.api_version))]
+        if key == 3:
+            return [self._metadata(req)]
+        if key == 0:
+            return self._produce(req)
+        if key == 1:
+            return self._fetch(req)
+        if key == 10:  # FindCoordinator: we are it
+            return [self._encode(req, {
+                "error_code": 0, "error_message": None, "node_id": 1, "host": self.host,
+                "port": self.port, "coordinators": []})]
+        raise RuntimeError(f"the sink does not serve api key {key}")
+
+    def _encode(self, req: Request, data: dict[str, Any]) -> bytes:
+        return encode_response(req.correlation_id,
+                               build(response_class(req.api_key, req.api_version), data))
+
+    def _metadata(self, req: Request) -> bytes:
+        import uuid
+
+        parts = [{"error_code": 0, "partition_index": i, "leader_id": 1, "leader_epoch": 0,
+                  "replica_nodes": [1], "isr_nodes": [1], "offline_replicas": []}
+                 for i in range(self.partitions)]
+        return self._encode(req, {
+            "brokers": [{"node_id": 1, "host": self.host, "port": self.port, "rack": None}],
+            "cluster_id": "sink", "controller_id": 1,
+            "topics": [{"error_code": 0, "name": TOPIC, "topic_id": uuid.uuid5(
+                uuid.NAMESPACE_DNS, TOPIC), "is_internal": False, "partitions": parts,
+                "topic_authorized_operations": -2147483648}],
+            "cluster_authorized_operations": -2147483648})
+
+    def _produce(self, req: Request) -> list[bytes]:
+        body: Any = req.body
+        topics = []
+        for t in body.topic_data:
+            parts = []
+            for p in t.partition_data:
+                records = p.records or b""
+                with self.lock:
+                    base = self.logs[int(p.index)].append(records)
+                    self.produced_bytes += len(records)
+                    self.produced_batches += 1
+                parts.append({"index": int(p.index), "error_code": 0, "base_offset": base,
+                              "log_append_time": -1, "log_start_offset": 0,
+                              "record_errors": [], "error_message": None})
+            topics.append({"name": t.name, "partition_responses": parts})
+        if int(body.acks) == 0:
+            return []
+        return [self._encode(req, {"responses": topics, "throttle_time": 0})]
+
+    def _fetch(self, req: Request) -> list[bytes]:
+        body: Any = req.body
+        budget = int(body.max_bytes)
+        topics = []
+        total = 0
+        for t in body.topics:
+            parts = []
+            for p in t.partitions:
+                lg = self.logs[int(p.partition)]
+                data = lg.read(int(p.fetch_offset), min(int(p.partition_max_bytes),
+                                                        max(budget - total, 0)))
+                total += len(data)
+                parts.append(FetchPartitionResponse(
+                    int(p.partition), lg.end, last_stable_offset=lg.end, log_start_offset=0,
+                    records=(data,) if data else ()))
+            topics.append(FetchTopicResponse(t.topic, tuple(parts)))
+        if total == 0:  # nothing new: hold the poll a little, as a broker would
+            time.sleep(min(0.1, body.max_wait.total_seconds()))
+        frame = encode_fetch_response(req.api_version, req.correlation_id,
+                                      FetchResponseBody(tuple(topics)))
+        return [c for c in frame.chunks if isinstance(c, bytes)]
+
+
+@dataclass
+class SinkProcess:
+    partitions: int
+    host: str = "127.0.0.1"
+    port: int = 0
+    pid: int = 0
+
+    def __enter__(self) -> SinkProcess:
+        lst = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        lst.bind((self.host, 0))
+        lst.listen(64)
+        self.port = lst.getsockname()[1]
+        sink = Sink(self.host, self.port, self.partitions)
+        self.pid = _fork(lambda: sink.serve(lst))
+        lst.close()
+        return self
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+
+
+# -- load generator -----------------------------------------------------------------------------
+
+
+@dataclass
+class ProduceResult:
+    records: int
+    seconds: float
+    latencies_ms: list[float]
+    errors: int
+    cpu: CpuMeter | None = None
+
+    @property
+    def mbs(self) -> float:
+        return self.records * VALUE_BYTES / self.seconds / MB
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.seconds
+
+    def pct(self, q: float) -> float:
+        xs = self.latencies_ms
+        return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
+VALUE_BYTES = 1024
+
+
+def producer_config(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "acks": "all",
+        "linger.ms": args.linger_ms,
+        "batch.size": args.batch_size,
+        "max.in.flight.requests.per.connection": args.max_in_flight,
+        "compression.type": "none",
+        "enable.idempotence": False,
+        "queue.buffering.max.kbytes": 256 * 1024,
+        "queue.buffering.max.messages": 1_000_000,
+        "log.connection.close": False,
+    }
+
+
+def produce(conf: dict[str, Any], partitions: int, records: int, value: bytes,
+            rate: float | None = None, named: dict[str, int] | None = None,
+            every: int = 1) -> ProduceResult:
+    """`records` values of `value` round-robin over the partitions, as fast as possible (or at
+    `rate` records/s); the latency of every `every`-th record from its delivery callback
+    (librdkafka's produce()-to-acknowledged time)."""
+    p = Producer(conf)
+    lat: list[float] = []
+    errors = [0]
+
+    def cb(err: Any, msg: Any) -> None:
+        if err is not None:
+            errors[0] += 1
+        else:
+            lat.append(msg.latency())
+
+    deadline = time.monotonic() + 30  # every broker's metadata may not list them all yet
+    while len(p.list_topics(TOPIC, timeout=5).topics[TOPIC].partitions) < partitions:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the producer does not see {partitions} partitions")
+        time.sleep(0.2)
+    for i in range(min(1000, records)):  # warm up: connections, metadata
+        p.produce(TOPIC, value, partition=i % partitions)
+    p.flush(60)
+    produce_ = p.produce
+    poll = p.poll
+    burst = 100 if rate is None else max(1, int(rate / 1000))
+    wait_quiet()
+    with CpuMeter(named) as cpu:
+        t0 = time.perf_counter()
+        i = 0
+        while i < records:
+            if rate is not None:
+                ahead = i / rate - (time.perf_counter() - t0)
+                if ahead > 0:
+                    time.sleep(ahead)
+            for _ in range(min(burst, records - i)):
+                while True:
+                    try:
+                        if i % every == 0:
+                            produce_(TOPIC, value, partition=i % partitions, callback=cb)
+                        else:
+                            produce_(TOPIC, value, partition=i % partitions)
+                        break
+                    except BufferError:
+                        poll(0.001)
+                i += 1
+            poll(0)
+        left = p.flush(300)
+        elapsed = time.perf_counter() - t0
+    if left:
+        raise RuntimeError(f"{left} records not delivered")
+    return ProduceResult(records, elapsed, sorted(x * 1000 for x in lat), errors[0], cpu)
+
+
+@dataclass
+class ConsumeResult:
+    records: int
+    seconds: float
+    cpu: CpuMeter | None = None
+
+    @property
+    def mbs(self) -> float:
+        return self.records * VALUE_BYTES / self.seconds / MB
+
+
+def consume(bootstrap: str, partitions: int, records: int,
+            named: dict[str, int] | None = None) -> ConsumeResult:
+    """Caught-up read of the first `records` records from offset 0: time from the first
+    record received to the last (excludes connection setup)."""
+    wait_quiet()
+    c = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"bench-{time.monotonic_ns()}",
+        "enable.auto.commit": False, "enable.partition.eof": False,
+        "log.connection.close": False,
+        "fetch.max.bytes": 64 * MiB, "max.partition.fetch.bytes": 4 * MiB,
+    })
+    try:
+        c.assign([CkTopicPartition(TOPIC, i, 0) for i in range(partitions)])
+        got = 0
+        first = None
+        deadline = time.monotonic() + 300
+        with CpuMeter(named) as cpu:
+            while got < records:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"consumed only {got} of {records}")
+                msgs = c.consume(min(10_000, records - got + (first is None)), 1.0)
+                for m in msgs:
+                    if m.error() is not None:
+                        raise KafkaException(m.error())
+                if msgs and first is None:
+                    first = time.perf_counter()
+                    got += len(msgs) - 1  # the clock starts at the first one
+                else:
+                    got += len(msgs)
+            elapsed = time.perf_counter() - (first or time.perf_counter())
+        return ConsumeResult(got, elapsed, cpu)
+    finally:
+        c.close()
+
+
+# -- the real cluster -------------------------------------------------------------------------
+
+
+def _profiling_python(d: Path) -> str:
+    """A python that runs its module under cProfile, writing DIR/broker-<pid>.prof."""
+    d.mkdir(parents=True, exist_ok=True)
+    w = d / "python-cprofile"
+    w.write_text(f'#!/bin/sh\nexec {sys.executable} -m cProfile -o "{d}/broker-$$.prof" "$@"\n')
+    w.chmod(0o755)
+    return str(w)
+
+
+def create_topic(bootstrap: str, partitions: int, rf: int) -> dict[int, int]:
+    """Create the topic and wait until every partition has a leader and a full ISR.
+    Returns partition -> leader."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log.connection.close": False})
+    for f in admin.create_topics([NewTopic(TOPIC, partitions, rf)]).values():
+        f.result(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        md = admin.list_topics(TOPIC, timeout=5).topics.get(TOPIC)
+        if md is not None and md.error is None and len(md.partitions) == partitions and all(
+                p.leader >= 0 and len(p.isrs) == rf for p in md.partitions.values()):
+            return {i: p.leader for i, p in md.partitions.items()}
+        time.sleep(0.1)
+    raise RuntimeError("topic not ready")
+
+
+def batch_stats(data_dir: Path) -> tuple[int, int]:
+    """(batches, bytes) stored in the topic's logs under one broker's data dir."""
+    n = size = 0
+    for log_file in data_dir.glob(f"{TOPIC}-*/*.log"):
+        buf = log_file.read_bytes()
+        pos = 0
+        while pos + HEADER_SIZE <= len(buf):
+            h = HEADER.unpack_from(buf, pos)
+            n += 1
+            size += 12 + h[1]
+            pos += 12 + h[1]
+    return n, size
+
+
+# -- report -----------------------------------------------------------------------------------
+
+
+def mmm(xs: Iterable[float], fmt: str = ".0f") -> str:
+    s = sorted(xs)
+    return "/".join(format(x, fmt) for x in (s[0], statistics.median(s), s[-1]))
+
+
+def med(xs: Iterable[float]) -> float:
+    return statistics.median(list(xs))
+
+
+@dataclass
+class Table:
+    rows: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def add(self, what: str, value: str, ratios: str = "") -> None:
+        self.rows.append((what, value, ratios))
+
+    def print(self) -> None:
+        w0 = max(len(r[0]) for r in self.rows)
+        w1 = max(len(r[1]) for r in self.rows)
+        for a, b, c in self.rows:
+            print(f"  {a:<{w0}}  {b:>{w1}}  {c}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--records", type=int, default=200_000, help="records per produce round")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of each measurement")
+    ap.add_argument("--partitions", type=int, default=3)
+    ap.add_argument("--linger-ms", type=float, default=5.0)
+    ap.add_argument("--batch-size", type=int, default=1_000_000, help="producer batch.size")
+    ap.add_argument("--max-in-flight", type=int, default=5,
+                    help="max.in.flight.requests.per.connection")
+    ap.add_argument("--latency-every", type=int, default=1,
+                    help="delivery callback (latency sample) on every k-th record")
+    ap.add_argument("--loopback-mib", type=int, default=2048, help="MiB per loopback run")
+    ap.add_argument("--paced-seconds", type=float, default=6.0,
+                    help="length of the half-load latency run")
+    ap.add_argument("--quiet-limit", type=float, default=30.0,
+                    help="start a run only when foreign CPU <= this %% of a core (bounded wait)")
+    ap.add_argument("--quick", action="store_true", help="smoke run, under a minute")
+    ap.add_argument("--profile", type=Path, help="run the brokers under cProfile into DIR")
+    args = ap.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    if args.quick:
+        args.records, args.rounds, args.loopback_mib = 20_000, 1, 256
+        args.paced_seconds, QUIET["timeout"] = 2.0, 5.0
+    QUIET["limit"] = args.quiet_limit
+    value = os.urandom(VALUE_BYTES)
+    n, P, every = args.records, args.partitions, args.latency_every
+    started = time.perf_counter()
+    root = Path(tempfile.mkdtemp(prefix="hiwater-broker-bench-"))
+    print(f"{os.cpu_count()} CPUs, {args.rounds} rounds, {n:,} records of {VALUE_BYTES} B per "
+          f"round, topic {P} partitions; producer acks=all linger.ms={args.linger_ms:g} "
+          f"batch.size={args.batch_size} max.in.flight={args.max_in_flight}, no compression; "
+          f"CPU % below are of one core, 'foreign' = processes not started by this benchmark")
+    try:
+        # (a), (b): raw loopback
+        tcp, sf, fg = [], [], []
+        sf_file = root / "sendfile.bin"
+        with open(sf_file, "wb") as f:
+            chunk = os.urandom(MiB)
+            for _ in range(min(256, args.loopback_mib)):
+                f.write(chunk)
+        passes = max(1, args.loopback_mib // 256)
+        for _ in range(args.rounds):
+            wait_quiet()
+            with CpuMeter() as m:
+                tcp.append(loopback_tcp(args.loopback_mib * MiB))
+            fg.append(m.pct(m.foreign_s))
+            wait_quiet()
+            with CpuMeter() as m:
+                sf.append(loopback_sendfile(sf_file, passes))
+            fg.append(m.pct(m.foreign_s))
+        sf_file.unlink()
+        tcp_m, sf_m = med(tcp), med(sf)
+        print(f"loopback TCP sendall 1 MiB: {mmm(tcp)} MB/s; sendfile 8 MiB calls: {mmm(sf)} "
+              f"MB/s (min/median/max; foreign CPU {mmm(fg)} %)")
+        touch, app, app_cpu = [], [], []
+        for _ in range(args.rounds):
+            wait_quiet()
+            touch.append(first_touch_us(256))
+            a, per_gb = page_cache_append(root / "append.bin", min(512, args.loopback_mib))
+            app.append(a)
+            app_cpu.append(per_gb)
+        print(f"machine: first touch of fresh memory {mmm(touch, '.1f')} us per 4 KiB page; "
+              f"append to a new file (page cache) {mmm(app)} MB/s, {mmm(app_cpu, '.2f')} "
+              f"CPU-s/GB")
+
+        # (c): the load generator against the sink
+        with SinkProcess(P) as sink:
+            conf = producer_config(args, sink.bootstrap)
+            sp = []
+            for _ in range(args.rounds):
+                r = produce(conf, P, n, value, named={"sink": sink.pid}, every=every)
+                sp.append(r)
+                assert r.cpu is not None
+                print(f"sink produce: {r.mbs:6.0f} MB/s {r.rate:9,.0f} rec/s  "
+                      f"CPU %: producer {r.cpu.pct(r.cpu.self_s):.0f}, sink "
+                      f"{r.cpu.pct(r.cpu.named_s['sink']):.0f}, foreign "
+                      f"{r.cpu.pct(r.cpu.foreign_s):.0f}")
+            sc = []
+            for _ in range(args.rounds):
+                c = consume(sink.bootstrap, P, n, named={"sink": sink.pid})
+                sc.append(c)
+                assert c.cpu is not None
+                print(f"sink consume: {c.mbs:6.0f} MB/s  CPU %: consumer "
+                      f"{c.cpu.pct(c.cpu.self_s):.0f}, sink "
+                      f"{c.cpu.pct(c.cpu.named_s['sink']):.0f}, foreign "
+                      f"{c.cpu.pct(c.cpu.foreign_s):.0f}")
+        sink_p, sink_c = med(r.mbs for r in sp), med(c.mbs for c in sc)
+
+        # the real cluster
+        python = _profiling_python(args.profile.resolve()) if args.profile else sys.executable
+        cluster = LocalCluster(root / "cluster", 3, {"min.insync.replicas": "2"}, python=python)
+        t = time.perf_counter()
+        cluster.start(wait=False)
+        try:
+            cluster.wait_ready(timeout_s=90.0)  # a busy shared machine can take a while
+        except BaseException:
+            cluster.stop()
+            raise
+        print(f"cluster up in {time.perf_counter() - t:.1f} s: {cluster.bootstrap}")
+        try:
+            leaders = create_topic(cluster.bootstrap, P, 3)
+            pids = {f"broker {i}": b.pid for i, b in cluster.nodes.items() if b.pid}
+            brokers = [k for k in pids]
+            if cluster.zk is not None and cluster.zk.pid:
+                pids["zookeeper"] = cluster.zk.pid
+            time.sleep(1.0)
+            with CpuMeter(pids) as idle:
+                time.sleep(3.0)
+            idle_txt = ", ".join(f"{k} {idle.pct(v):.1f}" for k, v in idle.named_s.items())
+            print(f"topic {TOPIC}: partition -> leader {leaders}; idle CPU %: {idle_txt}")
+            conf = producer_config(args, cluster.bootstrap)
+            rp = []
+            for _ in range(args.rounds):
+                r = produce(conf, P, n, value, named=pids, every=every)
+                rp.append(r)
+                assert r.cpu is not None
+                bt = ", ".join(f"{r.cpu.pct(r.cpu.named_s[k]):.0f}" for k in brokers)
+                print(f"cluster produce: {r.mbs:6.1f} MB/s {r.rate:8,.0f} rec/s  p50 "
+                      f"{r.pct(.5):.0f} ms p99 {r.pct(.99):.0f} ms (saturated)  errors "
+                      f"{r.errors}  CPU %: producer {r.cpu.pct(r.cpu.self_s):.0f}, brokers "
+                      f"{bt}, foreign {r.cpu.pct(r.cpu.foreign_s):.0f}")
+            real_p = med(r.mbs for r in rp)
+            rate = 0.5 * med(r.rate for r in rp)
+            paced = produce(conf, P, max(1000, int(rate * args.paced_seconds)), value, rate=rate,
+                            named=pids, every=every)
+            assert paced.cpu is not None
+            print(f"cluster produce paced at {rate:,.0f} rec/s ({paced.mbs:.1f} MB/s): p50 "
+                  f"{paced.pct(.5):.1f} ms p99 {paced.pct(.99):.1f} ms  foreign CPU "
+                  f"{paced.cpu.pct(paced.cpu.foreign_s):.0f} %")
+            rc = []
+            for _ in range(args.rounds):
+                c = consume(cluster.bootstrap, P, n, named=pids)
+                rc.append(c)
+                assert c.cpu is not None
+                bt = ", ".join(f"{c.cpu.pct(c.cpu.named_s[k]):.0f}" for k in brokers)
+                print(f"cluster consume: {c.mbs:6.0f} MB/s  CPU %: consumer "
+                      f"{c.cpu.pct(c.cpu.self_s):.0f}, brokers {bt}, foreign "
+                      f"{c.cpu.pct(c.cpu.foreign_s):.0f}")
+            real_c = med(c.mbs for c in rc)
+            nb, sz = batch_stats(cluster.nodes[1].data_dir)
+            if nb:
+                print(f"stored batches on broker 1: {nb:,}, mean {sz / nb / 1024:.1f} KiB")
+            gb = n * VALUE_BYTES / 1e9
+            cpu_gb = {k: med(r.cpu.named_s[k] / gb for r in rp if r.cpu) for k in pids}
+            prod_gb = med(r.cpu.self_s / gb for r in rp if r.cpu)
+            cons_gb = {k: med(c.cpu.named_s[k] / gb for c in rc if c.cpu) for k in brokers}
+        finally:
+            cluster.stop()
+
+        table = Table()
+        table.add("loopback TCP (sendall 1 MiB)", f"{tcp_m:,.0f} MB/s")
+        table.add("loopback sendfile (8 MiB calls)", f"{sf_m:,.0f} MB/s")
+        table.add("first touch of fresh memory", f"{med(touch):.1f} us/page",
+                  f"= {med(touch) / 4096 * 1e3:.1f} CPU-s per GB of new memory")
+        table.add("append to page cache (new file)", f"{med(app):,.0f} MB/s",
+                  f"{med(app_cpu):.2f} CPU-s/GB")
+        table.add("confluent producer vs sink", f"{sink_p:,.0f} MB/s",
+                  f"{sink_p / tcp_m:.3f} of TCP")
+        table.add("confluent consumer vs sink", f"{sink_c:,.0f} MB/s",
+                  f"{sink_c / sf_m:.3f} of sendfile")
+        table.add("produce acks=all RF=3, 3 brokers", f"{real_p:,.1f} MB/s",
+                  f"{real_p / tcp_m:.4f} of TCP; {real_p / sink_p:.3f} of the producer ceiling; "
+                  f"{real_p / AIM_PRODUCE_MBS:.2f} of the aim 45 MB/s: "
+                  f"{'meets' if real_p >= AIM_PRODUCE_MBS else 'MISSES'}")
+        table.add("  latency p50/p99, saturated",
+                  f"{med(r.pct(.5) for r in rp):.0f}/{med(r.pct(.99) for r in rp):.0f} ms",
+                  "queueing in the client (up to 256 MiB buffered)")
+        table.add("  latency p50/p99 at half load",
+                  f"{paced.pct(.5):.1f}/{paced.pct(.99):.1f} ms",
+                  f"paced at {paced.mbs:.1f} MB/s; linger.ms={args.linger_ms:g} included")
+        table.add("consume caught-up, 3 brokers", f"{real_c:,.0f} MB/s",
+                  f"{real_c / sf_m:.3f} of sendfile (aim {AIM_CONSUME_OF_SENDFILE:.2f}: "
+                  f"{'meets' if real_c >= AIM_CONSUME_OF_SENDFILE * sf_m else 'MISSES'}); "
+                  f"{real_c / sink_c:.3f} of the consumer ceiling")
+        table.add("CPU-s per GB produced", f"{sum(cpu_gb[k] for k in brokers):.1f}",
+                  "brokers together; " + ", ".join(f"{k} {v:.1f}" for k, v in cpu_gb.items())
+                  + f", producer {prod_gb:.1f}")
+        need = sum(cpu_gb[k] for k in brokers) + prod_gb
+        ceiling = (os.cpu_count() or 1) / need * 1e3
+        table.add("  CPU-bound produce ceiling", f"{ceiling:,.0f} MB/s",
+                  f"{os.cpu_count()} cores / {need:.1f} CPU-s per GB (brokers + producer), if "
+                  f"nothing else ran; {ceiling / AIM_PRODUCE_MBS:.2f} of the aim")
+        table.add("CPU-s per GB consumed", f"{sum(cons_gb.values()):.1f}",
+                  "brokers together; " + ", ".join(f"{k} {v:.2f}" for k, v in cons_gb.items()))
+        print("\nsummary (medians over rounds; ratios to the baselines measured above)")
+        table.print()
+        if QUIET["gave_up"]:
+            print(f"note: {QUIET['gave_up']} run(s) started although foreign CPU stayed above "
+                  f"{QUIET['limit']:.0f} % for {QUIET['timeout']:.0f} s")
+        print(f"waited {QUIET['waited']:.0f} s in total for quiet windows")
+        if args.profile:
+            print_profiles(args.profile.resolve())
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"total {time.perf_counter() - started:.0f} s")
+
+
+def print_profiles(d: Path) -> None:
+    import pstats
+
+    files = sorted(str(p) for p in d.glob("broker-*.prof"))
+    if not files:
+        print(f"no profiles in {d}")
+        return
+    print(f"\ncProfile of the {len(files)} brokers together (whole life), by tottime:")
+    st = pstats.Stats(*files)
+    st.sort_stats("tottime").print_stats(30)
+    st.sort_stats("cumulative").print_stats(40)
+
+
+if __name__ == "__main__":
+    main()
