@@ -190,34 +190,56 @@ class Unseen:
 
 def _unseen_events(history: Sequence[Op]) -> list[tuple[int, str, int]]:
     """(time, key, count) each time a key's unseen count changes (Jepsen `unseen`, §3.3):
-    only ok send/poll/txn ops, in history order; unseen(k) = acknowledged(k) - polled(k)."""
-    polled: dict[str, set[Any]] = {}
-    unseen: dict[str, set[Any]] = {}
-    out: list[tuple[int, str, int]] = []
+    only ok send/poll/txn ops, in history order; unseen(k) = acknowledged(k) - polled(k).
+    (A hot loop: raw keys inside, strings only in the output.)"""
+    polled: dict[Any, set[Any]] = {}
+    unseen: dict[Any, set[Any]] = {}
+    out: list[tuple[int, Any, int]] = []
     for op in history:
-        if op.type != OK or op.f not in QUEUE_FS:
+        if op.type != OK or op.f not in QUEUE_FS or op.value.__class__ is not list:
             continue
-        touched: list[str] = []
-        writes: list[tuple[str, Any]] = []
-        reads: list[tuple[str, Any]] = []
-        for kind, k, _o, v in micro_ops(op):
-            (writes if kind == "w" else reads).append((key_str(k), _hashable(v)))
-        for k, v in writes:
-            if v in polled.get(k, ()):
+        touched: list[Any] = []
+        for mop in op.value:
+            if mop.__class__ is not list or not mop:
                 continue
-            uk = unseen.setdefault(k, set())
-            if v not in uk:
-                uk.add(v)
-                touched.append(k)
-        for k, v in reads:
-            polled.setdefault(k, set()).add(v)
-            uk2 = unseen.get(k)
-            if uk2 and v in uk2:
-                uk2.discard(v)
-                touched.append(k)
-        for k in dict.fromkeys(touched):
-            out.append((op.time_ns, k, len(unseen[k])))
-    return out
+            m0 = mop[0]
+            if m0 == "send" and len(mop) >= 3:
+                k = _h(mop[1])
+                x = mop[2]
+                v = _h(x[1] if (x.__class__ is list and len(x) == 2) else x)
+                pk = polled.get(k)
+                if pk is not None and v in pk:
+                    continue
+                uk = unseen.get(k)
+                if uk is None:
+                    uk = unseen[k] = set()
+                if v not in uk:
+                    uk.add(v)
+                    touched.append(k)
+            elif m0 == "poll" and len(mop) >= 2:
+                for k0, prs in _poll_items(mop[1]):
+                    k = _h(k0)
+                    pk = polled.get(k)
+                    if pk is None:
+                        pk = polled[k] = set()
+                    uk = unseen.get(k)
+                    for pr in prs or ():
+                        v = _h(pr[1])
+                        pk.add(v)
+                        if uk and v in uk:
+                            uk.discard(v)
+                            touched.append(k)
+        if touched:
+            for k in dict.fromkeys(touched):
+                out.append((op.time_ns, k, len(unseen[k])))
+    return [(t, key_str(k), n) for t, k, n in out]
+
+
+def _h(v: Any) -> Any:
+    """v itself when hashable (the common case: ints), else a hashable copy."""
+    if v.__class__ is int or v.__class__ is str:
+        return v
+    return _hashable(v)
 
 
 def _hashable(v: Any) -> Any:

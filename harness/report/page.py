@@ -577,7 +577,10 @@ def _config(pg: _Page, history: Sequence[Op], results: Mapping[str, Any] | None,
         for k, title in (("policy", "Policy (which anomalies are allowed)"),
                          ("faults", "Faults")):
             v = results.get(k)
-            if v is None:
+            if v is None or (k == "policy" and not v):
+                continue
+            if k == "faults" and not v:
+                pg.add(f"<h3>{html.escape(title)}</h3><p>none</p>")
                 continue
             pg.add(f"<h3>{html.escape(title)}</h3>")
             pg.add(_kv_table(v) if isinstance(v, Mapping) else

@@ -191,3 +191,13 @@ def test_index(store: Path) -> None:
     assert names == ["crashed", "unknown", "lin", "lost", "valid"]  # newest first
     assert HOSTILE not in text
     json.dumps(text)  # plain text, nothing odd
+
+
+def test_main_renders_runs_and_index(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.report.__main__ import main
+
+    run = tmp_path / "q" / "20260201T000000.000+0000"
+    write_run(run, [Op(0, 0, 0, "invoke", "send", [["send", 0, 1]])], None, {})
+    assert main([str(run), "--index", str(tmp_path)]) == 0
+    assert (run / "report.html").exists() and (tmp_path / "index.html").exists()
+    assert str(run / "report.html") in capsys.readouterr().out
