@@ -240,6 +240,9 @@ def check_partition(
     best: list[int] = []
     best_state: Any = model.init
     blocked = -1
+    # `best` agrees with `stack` below `low`: the lowest the stack has been since the last
+    # snapshot, so a new snapshot copies only what was pushed since (no O(depth) copies)
+    low = 0
     steps = 0
     entry = nxt[head]
     while nxt[head] != tail:
@@ -297,7 +300,9 @@ def check_partition(
                 continue
         elif len(stack) > len(best) or blocked < 0:
             # a return whose call is not linearized: this prefix cannot be extended
-            best = [e for e, _s, _f in stack]
+            del best[low:]
+            best.extend([e for e, _s, _f in stack[low:]])
+            low = len(stack)
             best_state = state
             blocked = entry - n
         # backtrack: pop until a choice that was not forced, then try the next call
@@ -315,6 +320,8 @@ def check_partition(
                 break
         else:
             break
+        if len(stack) < low:
+            low = len(stack)
     else:
         return {"key": part.key, "valid?": True, "ops": n, "steps": steps,
                 "cache_size": len(cache)}
