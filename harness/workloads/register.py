@@ -159,6 +159,8 @@ class RegisterClient:
             "group.id": f"{self.client_id}-reader",  # never joins: assign only, no commits
             "isolation.level": s.isolation_level,
             "enable.auto.commit": False,
+            # never skip: after a reset the view is rebuilt by replaying from the start
+            "auto.offset.reset": "earliest",
             "socket.timeout.ms": s.consumer_request_timeout_ms,
             "reconnect.backoff.max.ms": s.reconnect_backoff_max_ms,
             "socket.connection.setup.timeout.ms": s.socket_setup_timeout_max_ms,
@@ -169,6 +171,9 @@ class RegisterClient:
                               for p in range(opts.partitions)])
         self.latest: dict[int, Any] = {}
         self.next_offset: dict[int, int] = {}
+        #: consumer events seen during the current op (offset resets, truncation, ...)
+        self.notes: list[str] = []
+        self.last_read: dict[str, int] = {}
 
     def _on_error(self, err: KafkaError) -> None:
         if err.fatal():
@@ -195,8 +200,10 @@ class RegisterClient:
         end = time.monotonic() + self.opts.read_timeout_s
         _low, hw = self.consumer.get_watermark_offsets(
             TP(self.opts.topic, p), timeout=self.opts.read_timeout_s, cached=False)
+        self.last_read = {"partition": p, "hw": hw}
         for _ in range(100_000):
             if self.next_offset.get(p, 0) >= hw:
+                self.last_read["position"] = self.next_offset.get(p, 0)
                 return self.latest.get(k)
             left = end - time.monotonic()
             if left <= 0:
@@ -206,6 +213,8 @@ class RegisterClient:
                 err = m.error()
                 if err is not None:
                     if err.code() in POLL_EVENT_CODES or (err.retriable() and not err.fatal()):
+                        if len(self.notes) < 8:
+                            self.notes.append(f"{err.name()}: {err.str()}")
                         continue
                     raise KafkaException(err)
                 mk = m.key()
@@ -222,19 +231,28 @@ class RegisterClient:
 
     def invoke(self, f: str, value: Any, extra: Mapping[str, Any] | None = None) -> Completion:
         k, v = value
+        self.notes = []
+        extra_out: dict[str, Any] = {}
         try:
             if f == "write":
                 self.write(k, v)
-                return Completion(OK, [k, v])
-            if f == "read":
-                return Completion(OK, [k, self.read(k)])
+                comp = Completion(OK, [k, v], extra_out)
+            elif f == "read":
+                self.last_read = {}
+                comp = Completion(OK, [k, self.read(k)], extra_out)
+                # where the read stopped: the high watermark it saw, the position it reached
+                extra_out["read_at"] = self.last_read
+            else:
+                raise ValueError(f"unknown register op {f!r}")
         except Exception as e:
             c: Classified = classify(e, self._fatal)
-            out: dict[str, Any] = {"error": c.error}
+            extra_out["error"] = c.error
             if c.end_process:
-                out["end_process"] = True
-            return Completion(c.type, [k, v] if f == "write" else [k, None], out)
-        raise ValueError(f"unknown register op {f!r}")
+                extra_out["end_process"] = True
+            comp = Completion(c.type, [k, v] if f == "write" else [k, None], extra_out)
+        if self.notes:
+            extra_out["client_errors"] = self.notes
+        return comp
 
     def close(self) -> None:
         if self.closed:
