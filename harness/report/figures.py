@@ -26,12 +26,17 @@ MAX_BAND_LABELS: Final = 40
 TEXT_CAP: Final = 120
 
 
-def esc(x: Any, cap: int = TEXT_CAP) -> str:
-    """A value as short escaped text (JSON for non-strings)."""
+def short(x: Any, cap: int = TEXT_CAP) -> str:
+    """A value as short text (JSON for non-strings), not escaped."""
     s = x if isinstance(x, str) else compact(x)
     if len(s) > cap:
         s = s[: cap - 1] + "…"
-    return html.escape(s)
+    return s
+
+
+def esc(x: Any, cap: int = TEXT_CAP) -> str:
+    """A value as short escaped text (JSON for non-strings)."""
+    return html.escape(short(x, cap))
 
 
 def compact(x: Any) -> str:
@@ -309,7 +314,7 @@ def linearizability(key: Any, ops: Sequence[RegOp], prefix_order: Mapping[int, i
             groups["rest"].append(r)
     procs = sorted({r.process for r in ops}, key=sort_key)
     fig: Figure = {"data": [], "layout": base_layout(
-        f"Key {esc(key, 40)}: operations from call to return, per client",
+        f"Key {short(key, 40)}: operations from call to return, per client",
         height=min(1400, 170 + 36 * max(len(procs), 2)), ytitle="client")}
     for c, (name, color) in cats.items():
         g = groups[c]

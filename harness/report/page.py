@@ -15,6 +15,7 @@ import datetime as _dt
 import functools
 import html
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,10 +107,20 @@ class _Page:
         self.add(f"<script>hiwaterPlot({json.dumps(fid)},{data},{layout});</script>")
 
 
+def _finite(x: Any) -> Any:
+    """x with non-finite floats (JSON has none) as null."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_finite(v) for v in x]
+    return x
+
+
 def _script_json(x: Any) -> str:
     """JSON safe inside a <script> element (no `<`, `>`, `&`, line separators)."""
-    s = json.dumps(x, separators=(",", ":"), default=repr, allow_nan=True)
-    s = s.replace("NaN", "null").replace("Infinity", "null")
+    s = json.dumps(_finite(x), separators=(",", ":"), default=repr, allow_nan=False)
     return (s.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
@@ -740,7 +751,7 @@ def _anomaly_section(pg: _Page, a: Anomaly, history: Sequence[Op]) -> None:
                "offset; red cells and shaded columns are the anomaly.")
         if total > len(rows):
             cap += f" Showing {len(rows)} of {total} operations."
-        pg.figure(figures.offsets_diagram(f, rows, w, f"{e.title}: key {f.key}"),
+        pg.figure(figures.offsets_diagram(f, rows, w, f"{e.title}: key {figures.short(f.key, 40)}"),
                   html.escape(cap))
 
 

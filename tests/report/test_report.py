@@ -201,3 +201,12 @@ def test_main_renders_runs_and_index(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main([str(run), "--index", str(tmp_path)]) == 0
     assert (run / "report.html").exists() and (tmp_path / "index.html").exists()
     assert str(run / "report.html") in capsys.readouterr().out
+
+
+def test_script_json_is_inert_and_exact() -> None:
+    from harness.report.page import _script_json
+
+    x = {"a": ["NaN Infinity", float("nan"), float("inf"), 1.5, "</script><b>&", "\u2028"]}
+    s = _script_json(x)
+    assert "<" not in s and ">" not in s and "&" not in s and "\u2028" not in s
+    assert json.loads(s) == {"a": ["NaN Infinity", None, None, 1.5, "</script><b>&", "\u2028"]}
