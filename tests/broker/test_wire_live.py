@@ -36,17 +36,18 @@ from core.messages import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadat
 from core.types import LiveBroker, PartitionInfo
 from core.types import TopicPartition as CoreTp
 
-from .conftest import start_cluster
 from .wire_live_support import (
     Client,
     PeerClosed,
     client_for,
     closed_by_peer,
     connect,
+    discard_cluster,
     record_batch,
     recv_frame,
     request_body,
     reset_close,
+    start_cluster_patiently,
 )
 
 pytestmark = pytest.mark.timeout(150)
@@ -131,7 +132,7 @@ class Env:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     overrides = {"socket.request.max.bytes": str(MAX_REQUEST)}
-    c = start_cluster(tmp_path_factory.mktemp("wire"), 3, **overrides)
+    c = start_cluster_patiently(tmp_path_factory.mktemp("wire"), 3, **overrides)
     try:
         e = Env(c)
         with e.client(1) as cl:
@@ -144,7 +145,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         e.produce_raw([b"seed-0", b"seed-1", b"seed-2"])
         yield e
     finally:
-        c.stop()
+        discard_cluster(c)
 
 
 def wait_for(cond: Any, timeout_s: float, what: str) -> Any:

@@ -10,6 +10,7 @@ import contextlib
 import socket
 import struct
 import time
+from pathlib import Path
 from typing import Any
 
 import kio.index
@@ -124,3 +125,32 @@ def record_batch(values: list[bytes], producer_id: int = -1, base_sequence: int 
     for i, v in enumerate(values):
         b.append(i, timestamp=now, key=None, value=v, headers=[])
     return bytes(b.build())
+
+
+READY_S = 60.0  # brokers start slowly on a loaded 2-CPU machine (5 s of imports seen)
+
+
+def start_cluster_patiently(base: Path, brokers: int = 3, **overrides: str) -> LocalCluster:
+    """conftest's `start_cluster` (same SAFE settings), waiting up to READY_S for readiness."""
+    from .conftest import SAFE, _require_zookeeper
+
+    _require_zookeeper()
+    c = LocalCluster(base, brokers, {**SAFE, **overrides})
+    try:
+        c.start(wait=False)
+        c.wait_ready(READY_S)
+    except BaseException:
+        for i in sorted(c.nodes):
+            print(f"--- broker {i} log tail ---\n{c.log_tail(i)}")
+        c.stop()
+        raise
+    return c
+
+
+def discard_cluster(c: LocalCluster) -> None:
+    """Teardown for a cluster whose data nobody needs: SIGKILL every broker (a clean stop
+    takes seconds per broker on a loaded machine), then stop ZooKeeper."""
+    for i in sorted(c.nodes):
+        with contextlib.suppress(Exception):
+            c.kill(i)
+    c.stop()
