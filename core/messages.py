@@ -14,6 +14,11 @@ class BatchInfo:
     base_offset: int
     last_offset: int
     leader_epoch: int
+    # The idempotent producer that wrote the batch (-1: none): followers rebuild the
+    # producer table from what they replicate, so a new leader still recognises retries.
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
 
 
 @dataclass(frozen=True, slots=True, order=True)

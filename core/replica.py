@@ -380,10 +380,17 @@ def on_fetch_response(
         return rs, out
     epochs = rs.epochs
     leo = rs.log_end_offset
+    producers = rs.producers
     for b in resp.batches:
         require(b.base_offset == leo, "fetched batches are not contiguous with the log end")
         epochs = assign_epoch(epochs, b.leader_epoch, b.base_offset)
         leo = b.last_offset + 1
+        if b.producer_id >= 0 and b.base_sequence >= 0:
+            # Kafka's follower updates its ProducerStateManager from replicated batches.
+            producers = record_batch(
+                producers, b.producer_id, b.producer_epoch, b.base_sequence,
+                b.last_offset - b.base_offset + 1, b.base_offset, cfg.max_idempotent_batches,
+            )
     if resp.batches:
         out.append(fx.AppendAsFollower(rs.tp, resp.batches, resp.records))
         if epochs != rs.epochs:
@@ -394,7 +401,8 @@ def on_fetch_response(
         out.append(fx.CheckpointHighWatermark(rs.tp, hw))
     delay = 0 if resp.batches else cfg.replica_fetch_wait_max_ms
     out.append(fx.SetTimer(fetch_timer(rs.tp), delay))
-    return rs._replace(epochs=epochs, log_end_offset=leo, high_watermark=hw), out
+    return rs._replace(epochs=epochs, log_end_offset=leo, high_watermark=hw,
+                       producers=producers), out
 
 
 # ---------------------------------------------------------------------------------------
@@ -635,8 +643,17 @@ def on_produce(
         if verdict.error != Errors.NONE:
             return rs, reply(verdict.error)
         if verdict.duplicate_of is not None:
-            # A retry of one of the last batches: answer as the first time, append nothing.
-            return rs, reply(Errors.NONE, verdict.duplicate_of)
+            # A retry of one of the last batches: append nothing and answer as the first
+            # time, which for acks=all means once the original batch is committed (Kafka's
+            # DelayedProduce waits for the HW to pass the duplicate's last offset too).
+            # Answering at once acknowledged records that a failover could still lose.
+            if acks != -1:
+                return rs, reply(Errors.NONE, verdict.duplicate_of)
+            pending = PendingProduce(request_id, verdict.duplicate_of + record_count,
+                                     verdict.duplicate_of)
+            rs = rs._replace(purgatory=(*rs.purgatory, pending))
+            timer = fx.SetTimer(produce_timeout_timer(rs.tp, request_id), timeout_ms)
+            return _complete_purgatory(rs, [timer], cfg)
     base = rs.log_end_offset
     epochs = assign_epoch(rs.epochs, rs.leader_epoch, base)
     out: Effects = []

@@ -235,6 +235,69 @@ def toxiproxy(
     raise typer.Exit(toxi_main(["--listen", listen]))
 
 
+@app.command("campaign")
+def campaign_cmd(
+    name: Annotated[str, typer.Option(help="Run name: store/<name>/<time>/.")] = "queue",
+    workload: Annotated[str, typer.Option(help="queue | register")] = "queue",
+    time_limit: Annotated[float, typer.Option("--time-limit", help="Main phase, s.")] = 40.0,
+    seed: Annotated[int | None, typer.Option(help="Seeds the workload and nemesis.")] = None,
+    nemesis: Annotated[str, typer.Option(
+        help="Comma list: standard (partition,kill,pause), partition, isolate-leader, "
+             "zookeeper, kill, pause, wipe, lose-unflushed, corrupt, restart, toxic, none."
+    )] = "standard",
+    nemesis_interval: Annotated[float, typer.Option(help="Seconds between faults.")] = 8.0,
+    rotate: Annotated[float | None, typer.Option(
+        help="Rotate the fault kinds every this many seconds (with quiet periods).")] = None,
+    target_leader: Annotated[bool, typer.Option(
+        "--target-leader", help="Aim faults at the leader of the first key's partition.")
+    ] = False,
+    brokers: Annotated[int, typer.Option(help="Local brokers.")] = 3,
+    replication_factor: Annotated[int, typer.Option("--rf")] = 3,
+    min_isr: Annotated[int, typer.Option("--min-isr")] = 2,
+    unclean: Annotated[bool, typer.Option("--unclean", help="Unclean leader election.")] = False,
+    bug: Annotated[list[str] | None, typer.Option(
+        "--bug", help="Switch a historic bug on in the brokers' core (hiwater spec bugs).")
+    ] = None,
+    acks: Annotated[str, typer.Option(help="Producer acks: all | 1 | 0.")] = "all",
+    idempotence: Annotated[bool, typer.Option("--idempotence/--no-idempotence")] = True,
+    concurrency: Annotated[int, typer.Option(help="Client workers.")] = 4,
+    rate: Annotated[float, typer.Option(help="Ops per second, all workers.")] = 60.0,
+    sub_via: Annotated[str, typer.Option(help="assign | subscribe | assign,subscribe")
+                       ] = "assign",
+    crash_clients: Annotated[bool, typer.Option("--crash-clients")] = False,
+    bootstrap: Annotated[str | None, typer.Option(
+        help="Test an existing Kafka-protocol cluster instead (no nemesis).")] = None,
+    store: Annotated[Path, typer.Option(help="Where run directories go.")] = Path("store"),
+) -> None:
+    """Run a Jepsen-style campaign and write store/<name>/<time>/report.html.
+    Exit 0 valid, 1 anomalies outside the policy, 2 unknown, 3 error."""
+    from harness.campaign import EXIT_ERROR, CampaignOptions, run_campaign
+    from harness.report.progress import Progress
+
+    try:
+        opts = CampaignOptions(
+            name=name, workload=workload, time_limit_s=time_limit, seed=seed,
+            nemesis=tuple(n for n in nemesis.split(",") if n), nemesis_interval_s=nemesis_interval,
+            rotate_period_s=rotate, target_leader=target_leader, brokers=brokers,
+            replication_factor=replication_factor, min_insync_replicas=min_isr,
+            unclean_leader_election=unclean, bugs=tuple(b.replace("-", "_") for b in bug or []),
+            acks=acks, idempotence=idempotence, concurrency=concurrency, rate=rate,
+            sub_via=tuple(x for x in sub_via.split(",") if x), crash_clients=crash_clients,
+            bootstrap=bootstrap, store=store)
+    except ValueError as e:
+        typer.echo(f"hiwater campaign: {e}", err=True)
+        raise typer.Exit(EXIT_ERROR) from None
+    with Progress(opts.time_limit_s, title=f"{opts.name} / {','.join(opts.nemesis)}") as progress:
+        result = run_campaign(opts, progress=lambda s: progress.update(
+            s["counts"], nemesis_state=s["nemesis"]))
+    typer.echo(f"{result.verdict.upper()}: {result.run_dir / 'report.html'}")
+    if result.bad:
+        typer.echo(f"anomalies outside the policy: {', '.join(result.bad)}")
+    if "error" in result.results:
+        typer.echo(f"error: {result.results['error']}", err=True)
+    raise typer.Exit(result.exit_code)
+
+
 @app.command("broker")
 def broker_cmd(
     config: Annotated[Path, typer.Option("--config", help="A Kafka server.properties file.")],

@@ -51,10 +51,13 @@ from core.rules.epochs import EpochEntry
 from core.types import InvariantBroken, TopicPartition
 
 log = logging.getLogger(__name__)
+state_log = logging.getLogger("hiwater.state_change")
 
 EVENT_QUEUE_MAX = 100_000  # events raised while applying effects (bounded, DESIGN rule 9)
 RESPONSES = (FetchResponse, OffsetForLeaderEpochResponse, ControlledShutdownResponse)
 ROLE_CHANGES = (LeaderAndIsrRequest, StopReplicaRequest)
+STATE_CHANGE_EVENTS = (ev.PartitionStateWritten, ev.SessionExpired, ev.BrokerRegistered,
+                       ev.ControllerElection, ev.BrokersChanged)
 
 
 class NodeError(RuntimeError):
@@ -91,6 +94,17 @@ class ReplyWaiters:
             q.remove(fut)
             if not q:
                 del self.waiting[key]
+
+
+def _replica_line(r: Any) -> str:
+    if r is None:
+        return "none"
+    return (f"{r.role.name.lower()} leader {r.leader} epoch {r.leader_epoch} "
+            f"leo {r.log_end_offset} hw {r.high_watermark} isr {list(r.isr)}")
+
+
+def _li(s: Any) -> str:
+    return f"[leader {s.leader} epoch {s.leader_epoch} isr {list(s.isr)}]"
 
 
 def durable_replicas(logs: LogManager, max_batches: int) -> tuple[DurableReplica, ...]:
@@ -187,8 +201,13 @@ class Node:
             while self._queue and self.failed is None:
                 e = self._queue.popleft()
                 try:
+                    before = self.state
                     self.state, effects = step(self.state, e)
                     self.steps += 1
+                    if isinstance(e, STATE_CHANGE_EVENTS) or (
+                            isinstance(e, ev.MessageReceived)
+                            and isinstance(e.message, ROLE_CHANGES)):
+                        self._log_state_change(before, e, effects)
                     for effect in effects:
                         self._apply(effect)
                     if self.on_roles_changed is not None and isinstance(
@@ -200,6 +219,40 @@ class Node:
                     self._fail(err)
         finally:
             self._busy = False
+
+    def _log_state_change(self, before: BrokerState, e: ev.Event,
+                          effects: list[fx.Effect]) -> None:
+        """Kafka's state-change log: what each control event did to each replica."""
+        if not state_log.isEnabledFor(logging.INFO):
+            return
+        if isinstance(e, ev.MessageReceived):
+            msg = e.message
+            parts = getattr(msg, "partitions", ())
+            state_log.info(
+                "broker %d: %s from %d (controller epoch %s, broker epoch %s; mine %d/%d)",
+                self.broker_id, type(msg).__name__, e.src,
+                getattr(msg, "controller_epoch", "?"), getattr(msg, "broker_epoch", "?"),
+                before.controller_epoch, before.broker_epoch)
+            for p in parts:
+                tp = p if isinstance(p, TopicPartition) else p.tp
+                old, new = replica(before, tp), replica(self.state, tp)
+                state_log.info(
+                    "  %s: %s -> %s%s", tp, _replica_line(old), _replica_line(new),
+                    "" if isinstance(p, TopicPartition) else
+                    f" (asked: leader {p.leader} epoch {p.leader_epoch} isr {list(p.isr)})")
+        elif isinstance(e, ev.PartitionStateWritten):
+            state_log.info("broker %d: %s write of %s %s: %s%s", self.broker_id,
+                           "controller" if e.by_controller else "ISR", e.tp,
+                           _li(e.proposed), "ok" if e.ok else "failed",
+                           " (fenced)" if e.fenced else "")
+        else:
+            state_log.info("broker %d: %s", self.broker_id, type(e).__name__)
+        for x in effects:
+            if isinstance(x, fx.TruncateTo):
+                state_log.info("broker %d: %s truncated to %d", self.broker_id, x.tp, x.offset)
+            elif isinstance(x, fx.ZkWritePartitionState):
+                state_log.info("broker %d: proposes %s %s (zk version %d)", self.broker_id,
+                               x.tp, _li(x.proposed), x.expected_zk_version)
 
     def _fail(self, err: BaseException) -> None:
         log.error("broker %d: halting: %r", self.broker_id, err, exc_info=err)

@@ -288,7 +288,8 @@ def _fetch_response(m: FetchRequest, p: Any) -> FetchResponse:
                 if not batches and h.base_offset != m.fetch_offset:
                     raise ValueError(
                         f"first batch at {h.base_offset}, fetched from {m.fetch_offset}")
-                batches.append(BatchInfo(h.base_offset, h.last_offset, h.partition_leader_epoch))
+                batches.append(BatchInfo(h.base_offset, h.last_offset, h.partition_leader_epoch,
+                                         h.producer_id, h.producer_epoch, h.base_sequence))
                 pos += h.size
         except Exception as e:  # a corrupt or misaligned response: treat as an error
             log.warning("%s: bad fetched records: %s", m.tp, e)

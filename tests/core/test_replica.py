@@ -169,6 +169,47 @@ def test_idempotent_producer_dedupes_retries() -> None:
     assert replica(s, TP).log_end_offset == 2  # type: ignore[union-attr]
 
 
+def test_acks_all_retry_of_an_uncommitted_batch_waits_for_the_high_watermark() -> None:
+    """Regression (found by the live register workload and a campaign: a lost write with
+    acks=all): the leader answered an idempotent retry at once, before the original batch
+    was committed; a failover then lost an acknowledged record."""
+    s, _ = step(registered(0), leader_and_isr(0, 0, (0, 1)))
+    s, out = step(s, ev.ProduceReceived(1, TP, -1, 2, b"a", 42, 0, 0))
+    assert not any(isinstance(e, fx.ProduceReply) for e in out)  # in purgatory
+    s, out = step(s, ev.ProduceReceived(2, TP, -1, 2, b"a", 42, 0, 0))  # client's retry
+    assert not any(isinstance(e, fx.ProduceReply) for e in out)  # waits as well
+    assert not any(isinstance(e, fx.AppendAsLeader) for e in out)  # and appends nothing
+    s, out = step(s, ev.MessageReceived(1, FetchRequest(1, TP, 2, 0, 0)))  # follower at 2
+    assert fx.ProduceReply(1, TP, Errors.NONE, 0) in out
+    assert fx.ProduceReply(2, TP, Errors.NONE, 0) in out
+    # once committed, a later retry is answered at once
+    s, out = step(s, ev.ProduceReceived(3, TP, -1, 2, b"a", 42, 0, 0))
+    assert fx.ProduceReply(3, TP, Errors.NONE, 0) in out
+    # an uncommitted duplicate times out like any acks=all produce
+    s, _ = step(s, ev.ProduceReceived(4, TP, -1, 1, b"b", 42, 0, 2))
+    s, _ = step(s, ev.ProduceReceived(5, TP, -1, 1, b"b", 42, 0, 2, timeout_ms=10))
+    s, out = step(s, ev.TimerFired(("produce_timeout", TP, 5)))
+    assert out == [fx.ProduceReply(5, TP, Errors.REQUEST_TIMED_OUT, -1)]
+
+
+def test_followers_learn_idempotent_producers_from_replicated_batches() -> None:
+    """Regression (a campaign: UNKNOWN_PRODUCER_ID after a failover, and duplicates): a
+    follower must rebuild the producer table from what it replicates, as Kafka's does."""
+    s, _ = step(registered(1), leader_and_isr(0, 0, (0, 1)))
+    s, out = step(s, ev.TimerFired(("fetch", TP)))  # an empty log fetches at once
+    assert [m.message.fetch_offset for m in sends(out, FetchRequest)] == [0]
+    resp = FetchResponse(TP, Errors.NONE, 0, 0, 0, 0, 2,
+                         batches=(BatchInfo(0, 1, 0, 42, 0, 0),), records=b"ab")
+    s, out = step(s, ev.MessageReceived(0, resp))
+    r = replica(s, TP)
+    assert r is not None and r.log_end_offset == 2
+    assert [e.producer_id for e in r.producers] == [42]
+    # becoming leader, it recognises the producer's retry
+    s, _ = step(s, leader_and_isr(1, 1, (1,)))
+    s, out = step(s, ev.ProduceReceived(9, TP, 1, 2, b"ab", 42, 0, 0))
+    assert out == [fx.ProduceReply(9, TP, Errors.NONE, 0)]
+
+
 def _controller(cfg: ProtocolConfig = CFG) -> tuple[BrokerState, list[fx.Effect]]:
     s = registered(0, cfg)
     s, out = step(s, ev.ControllerChanged(NO_LEADER))

@@ -1,0 +1,463 @@
+"""`hiwater campaign`: start a cluster, attack it while real clients write and read, check the
+history, write one report.
+
+    run dir: store/<name>/<YYYYMMDDTHHMMSS>/   (store/latest and store/<name>/latest link it)
+        options.json   what was asked (and the seed)
+        history.jsonl  every client and nemesis op, written while running
+        results.json   the checkers' verdicts, the policy's judgement, live probe findings
+        logs/          ZooKeeper's and every broker's log
+        report.html    the page a person reads
+
+Exit codes: 0 the history is valid under the configuration's policy, 1 anomalies outside the
+policy (or a live invariant broken), 2 unknown (a checker ran out of time, or the final reads
+could not finish), 3 an error (the cluster could not start, bad options, ...).
+
+Phases, as Jepsen's Kafka test: setup (cluster, topics), main (workload + nemesis until the
+time limit), heal (the nemesis's final generator: resume, restart, heal the network, remove
+toxics), recovery wait, final reads (fresh clients read every key from the beginning up to the
+highest offset seen), teardown (every process stopped, also on failure or Ctrl-C), check,
+report. A probe thread samples every broker's replica state during the run and checks the
+invariants that a live cluster can show (see `LiveProbe`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import logging
+import os
+import random
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.history import JsonlWriter, read_jsonl
+
+log = logging.getLogger(__name__)
+
+EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_ERROR = 0, 1, 2, 3
+PROBE_INTERVAL_S = 1.0
+
+
+@dataclass(frozen=True)
+class CampaignOptions:
+    """What a campaign runs. The defaults are the safe configuration and the standard fault
+    mix, about a minute long."""
+
+    name: str = "queue"
+    workload: str = "queue"  # queue | register
+    time_limit_s: float = 40.0
+    seed: int | None = None
+    store: Path = Path("store")
+    # cluster (local runtime) or an existing one
+    bootstrap: str | None = None
+    brokers: int = 3
+    replication_factor: int = 3
+    min_insync_replicas: int = 2
+    unclean_leader_election: bool = False
+    bugs: tuple[str, ...] = ()
+    broker_overrides: Mapping[str, str] = field(default_factory=dict)
+    # clients
+    client: str = "confluent"
+    acks: str = "all"
+    idempotence: bool = True
+    concurrency: int = 4
+    rate: float = 60.0
+    key_count: int = 8
+    partitions: int = 2
+    sub_via: tuple[str, ...] = ("assign",)
+    crash_clients: bool = False
+    # nemesis
+    nemesis: tuple[str, ...] = ("standard",)
+    nemesis_interval_s: float = 8.0
+    rotate_period_s: float | None = None
+    target_leader: bool = False  # focus faults on the leader of the first key's partition
+    # after the main phase
+    recovery_wait_s: float = 8.0
+    final_time_limit_s: float = 60.0
+    check_time_limit_s: float = 30.0
+    report: bool = True
+
+    def __post_init__(self) -> None:
+        if self.workload not in ("queue", "register"):
+            raise ValueError("workload must be queue or register")
+        if self.time_limit_s <= 0 or self.brokers < 1:
+            raise ValueError("time limit and brokers must be positive")
+        if self.bootstrap is not None:
+            _check_bootstrap(self.bootstrap)
+
+    def to_json(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["store"] = str(self.store)
+        d["broker_overrides"] = dict(self.broker_overrides)
+        return d
+
+    def server_properties(self) -> dict[str, str]:
+        return {
+            "min.insync.replicas": str(self.min_insync_replicas),
+            "default.replication.factor": str(min(self.replication_factor, self.brokers)),
+            "unclean.leader.election.enable": str(self.unclean_leader_election).lower(),
+            "replica.lag.time.max.ms": "6000",
+            "zookeeper.session.timeout.ms": "4000",
+            "group.initial.rebalance.delay.ms": "300",
+            "group.min.session.timeout.ms": "1000",
+            "auto.leader.rebalance.enable": "true",
+            "leader.imbalance.check.interval.seconds": "10",
+            **dict(self.broker_overrides),
+        }
+
+
+def _check_bootstrap(bootstrap: str) -> None:
+    for hp in bootstrap.split(","):
+        host, _, port = hp.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"bootstrap servers are host:port[,host:port]; got {bootstrap!r}")
+
+
+# ---------------------------------------------------------------------------------------
+# run directory
+
+
+def new_run_dir(store: Path, name: str, now: datetime.datetime | None = None) -> Path:
+    now = now or datetime.datetime.now()
+    base = Path(store) / name
+    stamp = now.strftime("%Y%m%dT%H%M%S")
+    d = base / stamp
+    n = 1
+    while d.exists():
+        n += 1
+        d = base / f"{stamp}-{n}"
+    d.mkdir(parents=True)
+    for link in (base / "latest", Path(store) / "latest"):
+        tmp = link.with_name(link.name + ".tmp")
+        if tmp.is_symlink() or tmp.exists():
+            tmp.unlink()
+        tmp.symlink_to(os.path.relpath(d, link.parent))
+        tmp.replace(link)
+    return d
+
+
+# ---------------------------------------------------------------------------------------
+# live invariant probes
+
+
+class LiveProbe(threading.Thread):
+    """Samples `/replicas` of every broker and checks what a live cluster can show of
+    `spec.invariants` (a sample is one broker at one time, so only per-broker facts and
+    facts that must hold across any two samples are checked):
+
+    - high_watermark_le_log_end: HW <= LEO on every replica;
+    - log_end_matches_disk: the core's LEO equals the store's;
+    - leader_epoch_monotonic / controller_epoch_monotonic: per broker, across samples of the
+      same process (a restart starts over, as in Kafka: the broker relearns them);
+    - single_leader_per_epoch: two brokers never claim leadership of a partition in the same
+      leader epoch (across all samples of the run).
+    """
+
+    def __init__(self, runtime: Any, stop: threading.Event) -> None:
+        super().__init__(name="live-probe", daemon=True)
+        self.runtime = runtime
+        self.stop_event = stop
+        self.samples = 0
+        self.violations: list[dict[str, Any]] = []
+        self._leaders: dict[tuple[str, int, int], int] = {}
+        self._last: dict[tuple[str, int], tuple[int, int]] = {}  # (node, pid) -> epochs
+        self._last_replica: dict[tuple[str, int, str, int], int] = {}
+
+    def _violate(self, name: str, **detail: Any) -> None:
+        if len(self.violations) < 1000:
+            self.violations.append({"invariant": name, **detail})
+
+    def check(self, node: str, s: Mapping[str, Any]) -> None:
+        pid = int(s.get("pid", 0))
+        key = (node, pid)
+        cepoch = int(s["controller_epoch"])
+        prev = self._last.get(key)
+        if prev is not None and cepoch < prev[0]:
+            self._violate("controller_epoch_monotonic", node=node, was=prev[0], now=cepoch)
+        self._last[key] = (cepoch, 0)
+        for r in s["replicas"]:
+            tp = (r["topic"], int(r["partition"]))
+            if r["high_watermark"] > r["log_end_offset"]:
+                self._violate("high_watermark_le_log_end", node=node, tp=tp,
+                              hw=r["high_watermark"], leo=r["log_end_offset"])
+            store_leo = r.get("store_log_end_offset")
+            if store_leo is not None and store_leo != r["log_end_offset"]:
+                self._violate("log_end_matches_disk", node=node, tp=tp,
+                              core=r["log_end_offset"], store=store_leo)
+            rkey = (node, pid, *tp)
+            epoch = int(r["leader_epoch"])
+            last = self._last_replica.get(rkey)
+            if last is not None and epoch < last:
+                self._violate("leader_epoch_monotonic", node=node, tp=tp, was=last, now=epoch)
+            self._last_replica[rkey] = epoch
+            if r["role"] == "leader":
+                claim = (*tp, epoch)
+                me = int(s["broker_id"])
+                other = self._leaders.setdefault(claim, me)
+                if other != me:
+                    self._violate("single_leader_per_epoch", tp=tp, leader_epoch=epoch,
+                                  leaders=sorted({other, me}))
+
+    def run(self) -> None:
+        while not self.stop_event.wait(PROBE_INTERVAL_S):
+            for node in self.runtime.nodes:
+                try:
+                    s = self.runtime.replica_states(node, timeout_s=1.0)
+                except Exception:
+                    continue  # down, paused or partitioned: nothing to sample
+                self.samples += 1
+                try:
+                    self.check(node, s)
+                except (KeyError, TypeError, ValueError) as e:
+                    self._violate("probe_format", node=node, error=str(e))
+
+    def result(self) -> dict[str, Any]:
+        return {"samples": self.samples, "violations": self.violations,
+                "valid?": not self.violations}
+
+
+# ---------------------------------------------------------------------------------------
+# the campaign
+
+
+@dataclass
+class CampaignResult:
+    run_dir: Path
+    exit_code: int
+    verdict: str
+    bad: list[str]
+    results: dict[str, Any]
+
+
+def _runtime(opts: CampaignOptions, run_dir: Path) -> Any:
+    if opts.bootstrap is not None:
+        from harness.runtime.existing import ExistingClusterRuntime
+
+        return ExistingClusterRuntime(opts.bootstrap)
+    from harness.runtime.local import LocalRuntime
+
+    return LocalRuntime(run_dir / "cluster", opts.brokers, opts.server_properties(), opts.bugs)
+
+
+def _package(opts: CampaignOptions) -> Any:
+    from nemesis.packages import package_for
+
+    names = () if opts.bootstrap is not None else opts.nemesis
+    return package_for(names, opts.nemesis_interval_s, opts.rotate_period_s)
+
+
+def run_campaign(opts: CampaignOptions,
+                 progress: Callable[[dict[str, Any]], None] | None = None) -> CampaignResult:
+    seed = opts.seed if opts.seed is not None else random.SystemRandom().randrange(2**31)
+    opts = dataclasses.replace(opts, seed=seed)
+    run_dir = new_run_dir(opts.store, opts.name)
+    (run_dir / "options.json").write_text(json.dumps(opts.to_json(), indent=2))
+    logging.getLogger().addHandler(_file_handler(run_dir / "campaign.log"))
+    results: dict[str, Any] = {"seed": seed, "options": opts.to_json()}
+    runtime = None
+    try:
+        runtime = _runtime(opts, run_dir)
+        runtime.start()
+        results["bootstrap"] = runtime.bootstrap
+        results["capabilities"] = getattr(runtime, "capabilities", lambda: {})()
+        _main_phase(opts, runtime, run_dir, results, progress)
+    except KeyboardInterrupt:
+        results["error"] = "interrupted"
+    except Exception as e:
+        results["error"] = f"{type(e).__name__}: {e}"
+        results["traceback"] = traceback.format_exc()
+        log.exception("campaign failed")
+    finally:
+        if runtime is not None:
+            try:
+                runtime.collect_logs(run_dir / "logs")
+            except Exception as e:
+                log.warning("collecting logs failed: %s", e)
+            runtime.stop()
+    return _conclude(opts, run_dir, results)
+
+
+def _main_phase(opts: CampaignOptions, runtime: Any, run_dir: Path, results: dict[str, Any],
+                progress: Callable[[dict[str, Any]], None] | None) -> None:
+    from harness.workloads.recorder import Recorder
+    from nemesis.runner import heal_all, run_nemesis
+
+    assert opts.seed is not None
+    writer = JsonlWriter(run_dir / "history.jsonl")
+    recorder = Recorder(writer, concurrency=opts.concurrency)
+    stop = threading.Event()
+    abort = threading.Event()
+    deadline = time.monotonic() + opts.time_limit_s
+    probe = LiveProbe(runtime, abort)
+    if opts.bootstrap is None:
+        probe.start()
+    package = _package(opts)
+    focus = _focus(opts)
+    nemesis_stop = threading.Event()
+
+    def sink(op: Any) -> None:
+        recorder.nemesis(op.f, op.value)
+
+    nemesis = run_nemesis(runtime, package, sink, nemesis_stop, deadline, seed=opts.seed,
+                          focus=focus, final=True)
+    results["nemesis"] = {"package": package.name, "fs": sorted(package.fs)}
+
+    def before_final() -> None:
+        nemesis_stop.set()
+        nemesis.join(120)
+        if nemesis.error is not None:
+            results["nemesis"]["error"] = f"{type(nemesis.error).__name__}: {nemesis.error}"
+        if opts.bootstrap is None:
+            heal_all(runtime, sink)
+
+    reporter = _Reporter(recorder, nemesis, deadline, progress, abort)
+    reporter.start()
+    try:
+        if opts.workload == "queue":
+            run = _run_queue(opts, runtime.bootstrap, recorder, stop, deadline, before_final,
+                             abort)
+            results["workload"] = {
+                "targets": {str(k): v for k, v in run.targets.items()},
+                "final_complete": run.final_complete,
+                "unreached": {str(t): {str(k): v for k, v in u.items()}
+                              for t, u in run.unreached.items() if u},
+                "errors": run.errors,
+            }
+        else:
+            rrun = _run_register(opts, runtime.bootstrap, recorder, stop, deadline)
+            before_final()
+            results["workload"] = {"errors": list(getattr(rrun, "errors", []))}
+    finally:
+        abort.set()
+        nemesis_stop.set()
+        nemesis.join(60)
+        reporter.join(5)
+        writer.close()
+    results["probes"] = probe.result() if opts.bootstrap is None else {
+        "samples": 0, "violations": [], "valid?": True, "note": "existing cluster: no probes"}
+
+
+def _focus(opts: CampaignOptions) -> Any:
+    if not opts.target_leader or opts.workload != "queue":
+        return None
+    from nemesis.faults import LeaderOf
+
+    return LeaderOf(f"{_queue_opts(opts).topic_prefix}0", 0)
+
+
+def _queue_opts(opts: CampaignOptions) -> Any:
+    from harness.workloads.queue import QueueOpts
+
+    return QueueOpts(
+        client=opts.client, concurrency=opts.concurrency, rate=opts.rate,
+        key_count=opts.key_count, partitions=opts.partitions,
+        replication_factor=min(opts.replication_factor, opts.brokers), acks=opts.acks,
+        idempotence=opts.idempotence, sub_via=opts.sub_via, crash_clients=opts.crash_clients,
+        seed=opts.seed, recovery_wait_s=opts.recovery_wait_s,
+        final_time_limit_s=opts.final_time_limit_s,
+    )
+
+
+def _run_queue(opts: CampaignOptions, bootstrap: str, recorder: Any, stop: threading.Event,
+               deadline: float, before_final: Callable[[], None], abort: threading.Event
+               ) -> Any:
+    from harness.workloads.queue import run_queue
+
+    return run_queue(bootstrap, _queue_opts(opts), recorder, stop, deadline,
+                     before_final=before_final, abort=abort)
+
+
+def _run_register(opts: CampaignOptions, bootstrap: str, recorder: Any,
+                  stop: threading.Event, deadline: float) -> Any:
+    from harness.workloads.register import RegisterOpts, run_register
+
+    ropts = RegisterOpts(concurrency=opts.concurrency, rate=opts.rate,
+                         replication_factor=min(opts.replication_factor, opts.brokers),
+                         acks=opts.acks, idempotence=opts.idempotence, seed=opts.seed)
+    return run_register(bootstrap, ropts, recorder, stop, deadline)
+
+
+class _Reporter(threading.Thread):
+    """Feeds the progress display: op counts by type, the nemesis's latest fault."""
+
+    def __init__(self, recorder: Any, nemesis: Any, deadline: float,
+                 progress: Callable[[dict[str, Any]], None] | None,
+                 stop: threading.Event) -> None:
+        super().__init__(name="progress", daemon=True)
+        self.recorder, self.nemesis, self.deadline = recorder, nemesis, deadline
+        self.progress, self.stop_event = progress, stop
+
+    def run(self) -> None:
+        if self.progress is None:
+            return
+        counts: dict[str, int] = {}
+        fault = None
+        seen = 0
+        while not self.stop_event.wait(0.5):
+            ops = self.recorder.ops() if getattr(self.recorder, "keep", True) else []
+            for op in ops[seen:]:
+                if op.process == "nemesis":
+                    fault = f"{op.f} {json.dumps(op.value, default=str)[:60]}"
+                elif op.type != "invoke":
+                    counts[op.type] = counts.get(op.type, 0) + 1
+            seen = len(ops)
+            self.progress({"ops": seen, "counts": dict(counts), "nemesis": fault,
+                           "remaining_s": max(0.0, self.deadline - time.monotonic())})
+
+
+def _conclude(opts: CampaignOptions, run_dir: Path, results: dict[str, Any]
+              ) -> CampaignResult:
+    from harness.checkers import check
+    from harness.checkers.policy import QueuePolicy
+
+    history_path = run_dir / "history.jsonl"
+    bad: list[str] = []
+    verdict = "unknown"
+    code = EXIT_ERROR
+    if "error" not in results and history_path.exists():
+        history = read_jsonl(history_path)
+        policy = QueuePolicy.of(opts.sub_via)
+        checked = check(history, policy, time_limit_s=opts.check_time_limit_s)
+        results.update(checked)
+        results["policy"] = {"sub_via": sorted(policy.sub_via), "ww_deps": policy.ww_deps,
+                             "ignore": sorted(policy.ignore)}
+        bad = list(checked.get("queue", {}).get("bad_anomaly_types", []))
+        if not checked.get("linearizable", {"valid?": True})["valid?"]:
+            bad.append("nonlinearizable")
+        if not results.get("probes", {}).get("valid?", True):
+            bad.append("live-invariant")
+        valid = checked["valid?"]
+        incomplete = results.get("workload", {}).get("final_complete") is False
+        if bad:
+            verdict, code = "invalid", EXIT_INVALID
+        elif valid == "unknown" or incomplete:
+            verdict, code = "unknown", EXIT_UNKNOWN
+        else:
+            verdict, code = "valid", EXIT_VALID
+    results["verdict"] = verdict
+    results["bad"] = bad
+    results["exit_code"] = code
+    (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
+    if opts.report:
+        try:
+            from harness.report import render
+
+            render(run_dir)
+        except Exception as e:
+            log.exception("report failed: %s", e)
+            results["report_error"] = str(e)
+            (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
+    return CampaignResult(run_dir, code, verdict, bad, results)
+
+
+def _file_handler(path: Path) -> logging.Handler:
+    h = logging.FileHandler(path)
+    h.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    h.setLevel(logging.INFO)
+    return h
