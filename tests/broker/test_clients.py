@@ -146,6 +146,35 @@ def test_produce_acks_and_idempotence(cluster: LocalCluster, client: str) -> Non
         assert all(b.producer_id == -1 for b in plain), (p, plain)
 
 
+@pytest.mark.timeout(120)
+def test_acks_all_latency_is_not_a_fetch_wait(cluster: LocalCluster) -> None:
+    """An acks=all produce waits for the followers' next fetches, which the leader answers as
+    soon as the data is appended; it must not wait out a replica.fetch.wait.max.ms (500 ms)
+    long poll. It did, every time, while a follower's fetch rounds to one leader were split
+    into two alternating sets (fixed in broker/runtime/peers.py, Fetcher._run). The minimum
+    of several sends is compared, so a loaded machine's slow outliers do not matter."""
+    from confluent_kafka import Producer
+
+    topic = "latency"
+    # two topics one after the other: the second one's partitions join the followers' fetch
+    # rounds while rounds for the first are in flight (what split them, before the fix)
+    for t in (topic, f"{topic}-other"):
+        assert create_topic("confluent", cluster.bootstrap, t, 3, 3) == 0
+        wait_topic(cluster, t, 3)
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0})
+    p.produce(topic, b"warm-up", partition=0)
+    assert p.flush(30) == 0
+    took = []
+    for i in range(8):
+        time.sleep(0.2)  # let the followers' fetches park on the leader again
+        t0 = time.monotonic()
+        p.produce(topic, f"v{i}".encode(), partition=i % 3)
+        assert p.flush(30) == 0
+        took.append(round(time.monotonic() - t0, 3))
+    del p  # destroy the client now, not after the cluster has stopped
+    assert min(took) < 0.4, f"acks=all round trips {took} s: bound to the fetch wait"
+
+
 # -- compression: stored verbatim, readable by every client ---------------------------------------
 
 CODEC_RECORDS = 20  # per codec; padded so that librdkafka's "compress only if smaller" compresses
