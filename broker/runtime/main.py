@@ -92,7 +92,9 @@ async def run(config: BrokerConfig) -> int:
     if broker.fatal is not None:
         with contextlib.suppress(Exception):
             await broker.stop(controlled=False)
-        return EXIT_FATAL
+        print(f"hiwater broker: {broker.fatal}", file=sys.stderr, flush=True)
+        # a duplicate broker.id is a configuration error, not a crash of this broker
+        return EXIT_CONFIG if isinstance(broker.fatal, BrokerIdInUse) else EXIT_FATAL
     await broker.stop(controlled=True)
     return 0
 

@@ -80,3 +80,25 @@ def test_cluster_up_serves_metadata_and_down_stops_everything(tmp_path: Path) ->
         assert not _alive_with(b["pid"], b["config"])
     assert not _alive_with(state["zookeeper"]["pid"], state["zookeeper"]["marker"])
     assert not state_file.exists()
+
+
+@pytest.mark.timeout(240)
+def test_second_broker_with_the_same_id_exits_2_with_a_clear_error(tmp_path: Path) -> None:
+    from .conftest import start_cluster
+
+    c = start_cluster(tmp_path / "c", brokers=1)
+    try:
+        assert c.zk is not None
+        cfg = tmp_path / "dup.properties"
+        cfg.write_text(
+            "broker.id=1\n"
+            f"listeners=PLAINTEXT://127.0.0.1:{free_port()}\n"
+            f"log.dirs={tmp_path / 'dup-data'}\n"
+            f"zookeeper.connect={c.zk.hosts}\n"
+        )
+        r = run(["broker", "--config", str(cfg)], 180)
+        assert r.returncode == 2, r.stderr[-2000:]
+        assert "broker.id 1 is already registered" in r.stderr
+        assert c.metadata(1)["brokers"] == [1]  # the first broker is untouched
+    finally:
+        c.stop()
