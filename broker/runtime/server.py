@@ -224,8 +224,11 @@ class Broker:
         deadline = time.monotonic() + CONTROLLED_SHUTDOWN_TIMEOUT_S
         self.node.handle(ev.ControlledShutdownRequested())
         while time.monotonic() < deadline:
+            # Done when no partition we lead has another live in-sync replica to move to
+            # (the last broker standing keeps its leaderships, as Kafka's controller does).
+            live = {b.broker_id for b in self.node.state.live_brokers} - {self.broker_id}
             leading = [r for r in self.node.state.replicas
-                       if r.role == Role.LEADER and len(r.isr) > 1]
+                       if r.role == Role.LEADER and live & set(r.isr)]
             if not leading:
                 return
             await asyncio.sleep(0.1)
