@@ -23,6 +23,7 @@ import dataclasses
 import logging
 import socket
 import struct
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +63,7 @@ FETCH_VERSION = 12
 OFLE_VERSION = 4
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 COALESCE_S = 0.001  # Fetcher._run: lets due zero-delay fetch timers fire first
+CLOSE_CANCEL_S = 5.0  # Peers.close: bound on cancelling fetchers and control channels
 
 
 @dataclass(frozen=True, slots=True)
@@ -436,12 +438,15 @@ class Peers:
             c.add(msg)
 
     async def close(self) -> None:
-        tasks = [x.task for x in (*self.fetchers.values(), *self.channels.values())
-                 if x.task is not None]
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        pending = {x.task for x in (*self.fetchers.values(), *self.channels.values())
+                   if x.task is not None}
+        # Cancel until they are gone (bounded): Python 3.11's asyncio.wait_for swallows a
+        # cancellation that races with its future completing (CPython gh-86296); a fetcher
+        # that lost its cancel went on fetching and held the broker's shutdown until SIGKILL.
+        deadline = time.monotonic() + CLOSE_CANCEL_S
+        while pending and time.monotonic() < deadline:
+            for t in pending:
+                t.cancel()
+            _, pending = await asyncio.wait(pending, timeout=0.5)
         for x in (*self.fetchers.values(), *self.channels.values()):
             x.conn.close()
