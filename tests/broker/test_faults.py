@@ -47,7 +47,7 @@ CATCH_UP_BOUND_S = 45.0  # restart -> LEO equal to the leader's and back in its 
 CONTROLLER_BOUND_S = 15.0
 RESTART_BOUND_S = 45.0  # restart -> registered and following the current controller
 
-pytestmark = pytest.mark.timeout(150)
+pytestmark = [pytest.mark.timeout(150), pytest.mark.slow]
 
 
 @pytest.fixture

@@ -826,6 +826,7 @@ def _mutate(rng: random.Random, frame: bytes) -> bytes:
     return struct.pack(">i", size) + bytes(data)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_fuzzed_frames_never_crash_a_broker(env: Env) -> None:
     """FUZZ_CASES frames, each a valid frame with 1-6 random mutations (one to three per
