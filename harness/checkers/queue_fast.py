@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any, Final
 
 import numpy as np
@@ -164,16 +165,13 @@ def _check(c: QueueColumns, policy: QueuePolicy | None) -> dict[str, Any]:
     keys, (run_kid, s_kid) = _ids(c.p_k, c.s_k)
     nk = len(keys)
     K = max(nk, 1)
-    rec_kid = np.repeat(run_kid, run_n_a)
-    rec_r = np.repeat(run_r_a, run_n_a)
-
-    vals = np.concatenate([rec_v, sv_a])
-    vmin = int(vals.min()) if len(vals) else 0
-    vspan = (int(vals.max()) - vmin + 1) if len(vals) else 1
+    vmin = min(int(rec_v.min()) if len(rec_v) else 0, int(sv_a.min()) if len(sv_a) else 0)
+    vmax = max(int(rec_v.max()) if len(rec_v) else 0, int(sv_a.max()) if len(sv_a) else 0)
+    vspan = vmax - vmin + 1
     offs_max = max(int(rec_o.max()) if len(rec_o) else -1,
                    int(so_a.max()) if len(so_a) else -1)
     ospan = offs_max + 1 if offs_max >= 0 else 1
-    if vspan * K >= 1 << 62 or ospan * K >= 1 << 62 or ospan >= 1 << 31:
+    if vspan * K >= 1 << 62 or ospan * K >= 1 << 62 or ospan >= 1 << 31 or vmin <= -(1 << 62):
         raise Fallback("value range")
 
     def kv(kid: I64, v: I64) -> I64:
@@ -184,7 +182,6 @@ def _check(c: QueueColumns, policy: QueuePolicy | None) -> dict[str, Any]:
     run_start = np.zeros(nrun, dtype=np.int64)
     if nrun:
         np.cumsum(run_n_a[:-1], out=run_start[1:])
-    ok_rec = is_ok[rec_r]
 
     # ---- precommitted reads: an op that reads a value it sends itself
     mixed = np.zeros(nrec, dtype=bool)
@@ -195,6 +192,8 @@ def _check(c: QueueColumns, policy: QueuePolicy | None) -> dict[str, Any]:
     if mixed.any():
         if nrec * K * vspan >= 1 << 62:
             raise Fallback("precommitted range")
+        rec_r = np.repeat(run_r_a, run_n_a)
+        rec_kid = np.repeat(run_kid, run_n_a)
         ms = mixed[sr_a]
         mp = mixed[rec_r]
         a_code = (sr_a[ms] * K + s_kid[ms]) * vspan + (sv_a[ms] - vmin)
@@ -202,23 +201,35 @@ def _check(c: QueueColumns, policy: QueuePolicy | None) -> dict[str, Any]:
         if np.isin(a_code, b_code).any():
             raise Fallback("precommitted read")
 
-    # ---- poll records by (key, offset): the log entries they make
-    pko = rec_kid * ospan + rec_o
-    dense_table = K * ospan <= 8 * len(pko) + (1 << 20)
+    # ---- poll records by (key, offset): the log entries they make. A record's "cell" is
+    # its (key, offset) slot in a dense table when offsets are dense, else its entry. The
+    # record-level passes go chunk by chunk (whole runs), so their temporaries stay small
+    chunks = _chunks(run_start, run_n_a, len(rec_o))
+    dense_table = K * ospan <= 8 * len(rec_o) + (1 << 20)
+    cell_of_rec: I64 | None = None
     if dense_table:
-        # offsets are dense: a table indexed by (key, offset), no sort
-        table = np.zeros(K * ospan, dtype=np.int64)
-        table[pko] = rec_v
-        if (table[pko] != rec_v).any():
-            raise Fallback("inconsistent offsets")
-        seen = np.zeros(K * ospan, dtype=bool)
-        seen[pko] = True
-        pent_ko = np.flatnonzero(seen)
+        run_base = run_kid * ospan
+
+        def cells(r0: int, r1: int, a: int, b: int) -> I64:
+            x = np.repeat(run_base[r0:r1], run_n_a[r0:r1])
+            x += rec_o[a:b]
+            return x
+
+        # a table indexed by (key, offset), no sort; `vmin - 1` marks an empty slot
+        empty = vmin - 1
+        table = np.full(K * ospan, empty, dtype=np.int64)
+        for r0, r1, a, b in chunks:
+            table[cells(r0, r1, a, b)] = rec_v[a:b]
+        for r0, r1, a, b in chunks:
+            if (table[cells(r0, r1, a, b)] != rec_v[a:b]).any():
+                raise Fallback("inconsistent offsets")
+        pent_ko = np.flatnonzero(table != empty)
         pent_v = table[pent_ko]
-        eid = table  # reuse: entry id per (key, offset)
-        eid[pent_ko] = np.arange(len(pent_ko))
-        entry_of_rec = eid[pko]
+        cell_of_ent = pent_ko
+        ncell = K * ospan
     else:
+        pko = np.repeat(run_kid * ospan, run_n_a)
+        pko += rec_o
         porder = np.argsort(pko, kind="stable")
         pko_s = pko[porder]
         pv_s = rec_v[porder]
@@ -231,11 +242,22 @@ def _check(c: QueueColumns, policy: QueuePolicy | None) -> dict[str, Any]:
         entry_sorted = np.cumsum(starts) - 1
         pent_ko = pko_s[starts]
         pent_v = pv_s[starts]
-        entry_of_rec = np.empty(len(pko), dtype=np.int64)
-        entry_of_rec[porder] = entry_sorted
+        cell_of_rec = np.empty(len(pko), dtype=np.int64)
+        cell_of_rec[porder] = entry_sorted
+        cell_of_ent = np.arange(len(pent_ko))
+        ncell = len(pent_ko)
+        del pko, porder, pko_s, pv_s
+
+        def cells(r0: int, r1: int, a: int, b: int) -> I64:
+            assert cell_of_rec is not None
+            return cell_of_rec[a:b]
+
+    okcell = np.zeros(ncell, dtype=bool)
+    for r0, r1, a, b in chunks:
+        ok_c = np.repeat(is_ok[run_r_a[r0:r1]], run_n_a[r0:r1])
+        okcell[cells(r0, r1, a, b)[ok_c]] = True
     pent_kid = pent_ko // ospan
-    okflag = np.zeros(len(pent_ko), dtype=bool)
-    okflag[entry_of_rec[ok_rec]] = True
+    okflag = okcell[cell_of_ent]
     pkv = kv(pent_kid, pent_v)
     pkv_order = np.argsort(pkv, kind="stable")
     pkv_s = pkv[pkv_order]
@@ -262,13 +284,15 @@ def _check(c: QueueColumns, policy: QueuePolicy | None) -> dict[str, Any]:
     sko = s_kid[s_vo] * ospan + so_a[s_vo]
     svv = sv_a[s_vo]
     if dense_table:
-        hit = seen[sko]
-        at = eid[sko]
+        tv = table[sko]
+        hit = tv != empty
+        if (hit & (tv != svv)).any():
+            raise Fallback("inconsistent offsets")
     else:
         at = _lookup(pent_ko, sko)
         hit = at >= 0
-    if (pent_v[at[hit]] != svv[hit]).any():
-        raise Fallback("inconsistent offsets")
+        if (pent_v[at[hit]] != svv[hit]).any():
+            raise Fallback("inconsistent offsets")
     x_ko = sko[~hit]
     if len(x_ko) == 0:
         ko_s = pent_ko
@@ -319,19 +343,35 @@ def _check(c: QueueColumns, policy: QueuePolicy | None) -> dict[str, Any]:
             raise Fallback("lost-write candidates")
 
     # ---- internal skips / nonmonotonic runs, polls then sends
-    rec_idx = pent_dense[entry_of_rec]  # never -1: every poll record is in VO
+    dcell = np.empty(ncell, dtype=np.int64)  # dense index per cell
+    dcell[cell_of_ent] = pent_dense
     ne = run_n_a > 0
     rs_ne = run_start[ne]
     re_ne = rs_ne + run_n_a[ne] - 1
     rf = np.full(nrun, -1, dtype=np.int64)  # index of each run's first / last value
     rl = np.full(nrun, -1, dtype=np.int64)
-    rf[ne] = rec_idx[rs_ne]
-    rl[ne] = rec_idx[re_ne]
-    if len(rec_idx) > 1:  # consecutive reads inside one run
-        bad = np.diff(rec_idx) != 1
-        bad[rs_ne[1:] - 1] = False  # across a run boundary
-        if bad.any():
-            raise Fallback("internal poll")
+    if cell_of_rec is None:
+        rf[ne] = dcell[run_base[ne] + rec_o[rs_ne]]
+        rl[ne] = dcell[run_base[ne] + rec_o[re_ne]]
+    else:
+        rf[ne] = dcell[cell_of_rec[rs_ne]]
+        rl[ne] = dcell[cell_of_rec[re_ne]]
+    # consecutive reads inside one run: their dense indices rise by exactly 1. Where the
+    # offsets rise by 1 they do (both are log entries, nothing between); look up the others
+    for r0, r1, a, b in chunks:
+        if b - a < 2:
+            continue
+        nb = np.diff(rec_o[a:b]) != 1
+        st = run_start[r0 + 1:r1]
+        nb[st[(st > a) & (st < b)] - a - 1] = False  # across a run boundary
+        at = np.flatnonzero(nb)
+        if len(at):
+            cc = cells(r0, r1, a, b)
+            if (dcell[cc[at + 1]] - dcell[cc[at]] != 1).any():
+                raise Fallback("internal poll")
+    # so offsets rise inside each run: its largest is its last
+    run_max = np.full(nrun, -1, dtype=np.int64)
+    run_max[ne] = rec_o[re_ne]
     # an op may read a key in several poll micro-ops: its reads of k are their concatenation
     run_code = run_r_a * K + run_kid
     ord_all = np.argsort(run_code, kind="stable")  # runs are in op order: nearly sorted
@@ -438,7 +478,7 @@ def _check(c: QueueColumns, policy: QueuePolicy | None) -> dict[str, Any]:
             across(u // K, u % K, sik[gf], sik[gl], np.ones(len(u), dtype=bool), True)
 
     worst = _worst_lag(c, nk, keys, nonfail, pid_of_rec, pids, sub_pi,
-                       _run_max(rec_o, run_start, run_n_a), s_kid, run_kid)
+                       run_max, (cs_all, ord_all), (sg, sord))
     if worst is None:
         worst_d: dict[str, Any] = {"time_ns": 0, "lag_ns": 0, "process": None, "key": None}
     else:
@@ -467,37 +507,27 @@ def _check(c: QueueColumns, policy: QueuePolicy | None) -> dict[str, Any]:
     }
 
 
-def _run_max(rec_o: I64, run_start: I64, run_n: I64) -> I64:
-    """The largest offset of each poll run; -1 for an empty run."""
-    out = np.full(len(run_n), -1, dtype=np.int64)
-    ne = run_n > 0
-    if ne.any():
-        out[ne] = np.maximum.reduceat(rec_o, run_start[ne])
-    return out
-
-
 def _worst_lag(
     c: QueueColumns, nk: int, keys: I64, nonfail: B, pid_of_rec: I64, pids: I64,
-    sub_pi: I64, run_max: I64, s_kid: I64, run_kid: I64,
+    sub_pi: I64, run_max: I64, runs_sorted: tuple[I64, I64], sends_sorted: tuple[I64, I64],
 ) -> tuple[int, int, int, int] | None:
     """(lag, invoke time, op position, key id) of the first worst realtime-lag sample."""
     tcode = c.r_type
     nrec = len(tcode)
     K = max(nk, 1)
-    sr_a, so_a, run_r = c.s_r, c.s_o, c.p_r
-    # maxo per (op, key): poll runs (a polled key with no records counts -1), known sends
-    s_ok = c.s_known & nonfail[sr_a]
-    codes = np.concatenate([run_r * K + run_kid, sr_a[s_ok] * K + s_kid[s_ok]])
-    ovals = np.concatenate([run_max, so_a[s_ok]])
-    if len(codes) == 0:
-        ucodes = codes
-        maxo = ovals
+    sr_a, so_a = c.s_r, c.s_o
+    # maxo per (op, key): poll runs (a polled key with no records counts -1), known sends;
+    # runs and sends come sorted by (op, key) code
+    cs_all, ord_all = runs_sorted
+    u1, m1 = _group_max(cs_all, run_max[ord_all])
+    sg, sord = sends_sorted
+    s_ok = (c.s_known & nonfail[sr_a])[sord]
+    u2, m2 = _group_max(sg[s_ok], so_a[sord][s_ok])
+    if len(u2) == 0:
+        ucodes, maxo = u1, m1
     else:
-        co = np.argsort(codes, kind="stable")
-        c_sorted = codes[co]
-        first, _ = _group_edges(c_sorted)
-        ucodes = c_sorted[first]
-        maxo = np.maximum.reduceat(ovals[co], np.flatnonzero(first))
+        co = np.argsort(np.concatenate([u1, u2]), kind="stable")  # a merge of two runs
+        ucodes, maxo = _group_max(np.concatenate([u1, u2])[co], np.concatenate([m1, m2])[co])
     m_r = ucodes // K
     m_kid = ucodes % K
     # expired[k][i]: time of the first non-fail op (history order) with maxo[k] >= i
@@ -525,18 +555,18 @@ def _worst_lag(
     ro = o1[_stable_order(row_pid[o1])]
     inv_ro = np.empty(n_rows, dtype=np.int64)
     inv_ro[ro] = np.arange(n_rows)
-    # matrices in sorted-row order
-    contrib = np.full((n_rows, K), -2, dtype=np.int64)
-    reset = np.zeros((n_rows, K), dtype=bool)
+    # (key, sorted row) matrices: the running maxima run along contiguous rows
+    contrib = np.full((K, n_rows), -2, dtype=np.int64)
+    reset = np.zeros((K, n_rows), dtype=bool)
     # op contributions
     op_row_of_rec = np.full(nrec, -1, dtype=np.int64)
     op_row_of_rec[op_rows] = inv_ro[:n_op]
     mrow = op_row_of_rec[m_r]
     sel = mrow >= 0
-    contrib[mrow[sel], m_kid[sel]] = maxo[sel]
+    contrib[m_kid[sel], mrow[sel]] = maxo[sel]
     if len(sub_idx):
         srow = inv_ro[n_op:]
-        reset[srow, :] = True
+        reset[:, srow] = True
         cnt = np.diff(c.sub_kstart)
         j = np.repeat(np.arange(len(cnt)), cnt)  # sub of each listed key
         row_of_sub = np.full(len(cnt), -1, dtype=np.int64)
@@ -546,42 +576,119 @@ def _worst_lag(
         if (ki < 0).any():
             # (assigned keys outside the key set never get samples' key ids: none exist)
             raise Fallback("assign of unknown key")
-        reset[row_of_sub[j[a]], ki] = False
-        contrib[row_of_sub[j[a]], ki] = -1
+        reset[ki, row_of_sub[j[a]]] = False
+        contrib[ki, row_of_sub[j[a]]] = -1
     pid_s = row_pid[ro]
     pstart, _ = _group_edges(pid_s)
-    epoch = np.cumsum(reset, axis=0) + np.cumsum(pstart)[:, None]
-    has = contrib > -2
-    enc = np.where(has, epoch * _BIG + contrib + 2, 0)
-    cm = np.maximum.accumulate(enc, axis=0)
-    value = cm - epoch * _BIG - 2
-    # a key is in the process's position map iff it got a contribution in its current epoch
-    member = cm >= epoch * _BIG
-    # samples: op rows, member cells
-    rows_op = inv_ro[:n_op]  # sorted-row position of each op row (op_rows order)
-    vals_m = value[rows_op]
-    mem_m = member[rows_op]
-    if not mem_m.any():
+    # epochs: a new one at each reset of the cell and at each process's first row
+    epoch = np.cumsum(reset, axis=1, dtype=np.int64)
+    del reset
+    epoch += np.cumsum(pstart, dtype=np.int64)
+    epoch <<= 32
+    # (epoch << 32) + contribution + 2 orders by epoch, then contribution; 0: none
+    enc = contrib
+    enc += 2
+    np.add(enc, epoch, out=enc, where=enc > 0)
+    np.maximum.accumulate(enc, axis=1, out=enc)
+    # a key is in the process's position map iff it got a contribution in its current
+    # epoch (then enc >= epoch); its position is the running maximum. q = position + 1
+    # for members, < 0 otherwise
+    enc -= epoch
+    del epoch
+    enc -= 1
+    q = enc
+    r_s = np.full(n_rows, -1, dtype=np.int64)  # op of each sorted row (-1: a sub)
+    r_s[inv_ro[:n_op]] = op_rows
+    if len(sub_idx):
+        q[:, inv_ro[n_op:]] = -1  # subs take no samples
+    member = q >= 0
+    if not member.any():
         return None
-    inv_t = c.r_inv[op_rows]
-    i_next = vals_m + 1
-    kid_grid = np.broadcast_to(np.arange(K, dtype=np.int64), vals_m.shape)
-    q = kid_grid * _BIG + i_next
-    if len(e_cm):
+    inv_t = c.r_inv[np.maximum(r_s, 0)][None, :]
+    ex = _expiry_table(e_kid, e_t, e_cm, K, 4 * (len(c.rec_o) + len(so_a)) + (1 << 20))
+    if ex is not None:
+        # expired[k][i] = ex_tab[base[k] + i] for i < size[k], else none
+        ex_tab, base, size = ex
+        inb = member & (q < size[:, None])
+        if len(ex_tab):
+            q += base[:, None]
+            q[~inb] = 0
+            lag = inv_t - ex_tab[q]
+            lag[~inb] = 0
+        else:
+            lag = np.zeros(q.shape, dtype=np.int64)
+    elif len(e_cm):
+        q += (np.arange(K, dtype=np.int64) * _BIG)[:, None]  # (key, position + 1) codes
         pos = np.searchsorted(e_cm, q, "left")
         pos_c = np.minimum(pos, len(e_cm) - 1)
-        ok_e = (pos < len(e_cm)) & (e_kid[pos_c] == kid_grid)
-        et = e_t[pos_c]
-        lag = np.where(ok_e & (inv_t[:, None] > et), inv_t[:, None] - et, 0)
+        ok_e = (pos < len(e_cm)) & (e_kid[pos_c] == np.arange(K)[:, None])
+        lag = inv_t - e_t[pos_c]
+        lag[~ok_e] = 0
     else:
-        lag = np.zeros(vals_m.shape, dtype=np.int64)
-    lag = np.where(mem_m, lag, -1)
+        lag = np.zeros(q.shape, dtype=np.int64)
+    np.maximum(lag, 0, out=lag)
+    lag[~member] = -1
     best = int(lag.max())
-    # first op (history order: op_rows is) reaching the maximum
-    hit = np.flatnonzero((lag == best).any(axis=1))
-    first_row = int(hit[0])
-    kids = np.flatnonzero(lag[first_row] == best)
+    # the first op (history order) reaching the maximum
+    cols = np.flatnonzero((lag == best).any(axis=0))
+    col = int(cols[np.argmin(r_s[cols])])
+    kids = np.flatnonzero(lag[:, col] == best)
     if len(kids) != 1:
         raise Fallback("tie for the worst lag inside one op")
-    r_w = int(op_rows[first_row])
+    r_w = int(r_s[col])
     return (best, int(c.r_inv[r_w]), r_w, int(kids[0]))
+
+
+#: records per chunk of the record-level passes
+CHUNK: Final = 1 << 19
+
+
+def _chunks(run_start: I64, run_n: I64, nrec: int) -> list[tuple[int, int, int, int]]:
+    """(first run, end run, first record, end record) of chunks of about `CHUNK` records
+    made of whole runs."""
+    nrun = len(run_n)
+    if nrun == 0:
+        return []
+    cuts = np.searchsorted(run_start, np.arange(CHUNK, nrec, CHUNK), "left")
+    rb = [0, *sorted(set(int(x) for x in cuts) - {0, nrun}), nrun]
+    out = []
+    for r0, r1 in pairwise(rb):
+        a = int(run_start[r0])
+        b = int(run_start[r1]) if r1 < nrun else nrec
+        out.append((r0, r1, a, b))
+    return out
+
+
+def _group_max(sorted_codes: I64, vals: I64) -> tuple[I64, I64]:
+    """(distinct codes, the largest value of each) of codes sorted with their values."""
+    if len(sorted_codes) == 0:
+        return sorted_codes, vals
+    first, _ = _group_edges(sorted_codes)
+    st = np.flatnonzero(first)
+    out: I64 = np.maximum.reduceat(vals, st)
+    return sorted_codes[st], out
+
+
+def _expiry_table(
+    e_kid: I64, e_t: I64, e_cm: I64, K: int, max_size: int
+) -> tuple[I64, I64, I64] | None:
+    """`expired[k][i]` (the time of the first event of key k whose running maximum offset
+    reaches i) as one flat table: (table, base per key, size per key), or None if it would
+    hold more than `max_size` cells. Events are in (key, history) order; `e_cm` is the
+    running maximum of `key << 32 | offset`."""
+    if len(e_kid) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(K, dtype=np.int64), \
+            np.zeros(K, dtype=np.int64)
+    rm = e_cm - e_kid * _BIG
+    kf, kl = _group_edges(e_kid)
+    size = np.zeros(K, dtype=np.int64)
+    size[e_kid[kl]] = rm[kl] + 1
+    if int(size.sum()) > max_size:
+        return None
+    prev = np.empty_like(rm)
+    prev[1:] = rm[:-1]
+    prev[kf] = -1
+    table = np.repeat(e_t, rm - prev)
+    base = np.zeros(K, dtype=np.int64)
+    np.cumsum(size[:-1], out=base[1:])
+    return table, base, size
