@@ -37,25 +37,16 @@ import math
 import os
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.checkers import linearizable, queue, queue_fast, synthetic
-from harness.history import Op
-
-
-def best_of(fn: Callable[[], Any], repeat: int) -> float:
-    best = math.inf
-    for _ in range(repeat):
-        gc.collect()
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
+from harness.checkers import columnar, linearizable, queue, queue_fast, synthetic
+from harness.history import Op, write_jsonl
 
 
 def set_baseline(history: Sequence[Op]) -> int:
@@ -110,18 +101,20 @@ def replay_baseline(history: Sequence[Op]) -> int:
     return mismatches
 
 
-def timings(fn: Callable[[], Any], runs: int) -> list[float]:
-    out = []
-    for _ in range(runs):
-        gc.collect()
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return out
+def measure(fn: Callable[[], Any], wall: list[float], cpu: list[float]) -> Any:
+    """Run once; append wall-clock and process CPU time (CPU time is what one core spent:
+    on a loaded machine wall time also counts waiting for a core)."""
+    gc.collect()
+    c = time.process_time()
+    t = time.perf_counter()
+    r = fn()
+    wall.append(time.perf_counter() - t)
+    cpu.append(time.process_time() - c)
+    return r
 
 
 def _mmm(ts: list[float]) -> str:
-    return f"{min(ts):6.2f}/{statistics.median(ts):6.2f}/{max(ts):6.2f} s"
+    return f"{min(ts):6.3f}/{statistics.median(ts):6.3f}/{max(ts):6.3f} s"
 
 
 def load() -> str:
@@ -131,7 +124,19 @@ def load() -> str:
         return "load average unknown"
 
 
-def bench_queue(sizes: list[int], runs: int) -> list[dict[str, Any]]:
+#: what bench_queue times, in order (interleaved), with labels
+QUEUE_STEPS: Final = (
+    ("ref", "reference  (Op list)"),
+    ("ops", "fast path  (Op list -> columns -> check)"),
+    ("base", "set baseline (Op list)"),
+    ("jsonl", "decode JSONL -> columns"),
+    ("parquet", "decode columnar Parquet (zstd) -> columns"),
+    ("arrow", "decode columnar Arrow IPC (mmap) -> columns"),
+    ("check", "check on columns (numpy)"),
+)
+
+
+def bench_queue(sizes: list[int], runs: int, tmp: Path) -> list[dict[str, Any]]:
     rows = []
     for n in sizes:
         h = synthetic.queue_history(n, seed=1)
@@ -139,46 +144,88 @@ def bench_queue(sizes: list[int], runs: int) -> list[dict[str, Any]]:
         assert not ref["anomaly_types"], ref["anomaly_types"]
         assert queue_fast.fast_results(h) == ref, "fast path differs from the reference"
         el = elements(h)
-        ts: dict[str, list[float]] = {"ref": [], "fast": [], "base": []}
+        paths = {"jsonl": tmp / f"q{n}.jsonl", "parquet": tmp / f"q{n}.parquet",
+                 "arrow": tmp / f"q{n}.arrow"}
+        t = time.perf_counter()
+        write_jsonl(h, paths["jsonl"])
+        t_jsonl = time.perf_counter() - t
+        t = time.perf_counter()
+        columnar.write_columnar(h, paths["parquet"])
+        t_parquet = time.perf_counter() - t
+        columnar.write_columnar(h, paths["arrow"])
+        cols = columnar.read_columns(paths["arrow"])
+        for p in paths.values():  # every input gives the reference's answer
+            assert queue_fast.check_columns(columnar.read_columns(p)) == ref, p
+        sizes_mb = {k: p.stat().st_size / 1e6 for k, p in paths.items()}
+        fns: dict[str, Callable[[], Any]] = {
+            "ref": lambda h=h: queue.check(h, fast=False),
+            "ops": lambda h=h: queue.check(h),
+            "base": lambda h=h: set_baseline(h),
+            "jsonl": lambda p=paths["jsonl"]: columnar.from_jsonl(p),
+            "parquet": lambda p=paths["parquet"]: columnar.from_arrow_file(p),
+            "arrow": lambda p=paths["arrow"]: columnar.from_arrow_file(p),
+            "check": lambda c=cols: queue_fast.check_columns(c),
+        }
+        wall: dict[str, list[float]] = {k: [] for k in fns}
+        cpu: dict[str, list[float]] = {k: [] for k in fns}
         r = runs if n <= 200_000 else max(1, runs - 2)
-        for _ in range(r):  # interleaved
-            ts["ref"] += timings(lambda h=h: queue.check(h, fast=False), 1)
-            ts["fast"] += timings(lambda h=h: queue.check(h), 1)
-            ts["base"] += timings(lambda h=h: set_baseline(h), 1)
-        med = {k: statistics.median(v) for k, v in ts.items()}
-        rows.append({"events": len(h), "elements": el, **med})
-        print(f"queue   {len(h):>9,} events  {el:>9,} elements  ({r} runs, min/median/max)")
-        for name, label in (("ref", "reference"), ("fast", "fast path"), ("base", "baseline")):
-            t = med[name]
-            print(
-                f"  {label:9s} {_mmm(ts[name])}  = {len(h) / t / 1e6:5.2f} M events/s, "
-                f"{el / t / 1e6:5.2f} M elem/s   ratio to baseline {t / med['base']:4.1f}x",
-                flush=True,
-            )
-        print(f"  fast path speed-up over the reference: x{med['ref'] / med['fast']:.1f}")
+        print(f"queue   {len(h):>9,} events  {el:>9,} elements  ({r} runs, interleaved; "
+              f"{load()})", flush=True)
+        print(f"  files: JSONL {sizes_mb['jsonl']:.0f} MB (written in {t_jsonl:.1f} s), "
+              f"columnar Parquet {sizes_mb['parquet']:.0f} MB ({t_parquet:.1f} s), "
+              f"Arrow IPC {sizes_mb['arrow']:.0f} MB", flush=True)
+        for _ in range(r):
+            for k, fn in fns.items():
+                measure(fn, wall[k], cpu[k])
+        med = {k: statistics.median(v) for k, v in wall.items()}
+        best = {k: min(v) for k, v in cpu.items()}
+        print("  step                                          wall min/median/max      "
+              "M events/s (median wall | best CPU)  ratio to baseline")
+        for k, label in QUEUE_STEPS:
+            print(f"  {label:44s} {_mmm(wall[k])}  {len(h) / med[k] / 1e6:6.2f} | "
+                  f"{len(h) / best[k] / 1e6:6.2f}   {med[k] / med['base']:5.2f}x", flush=True)
+        for src in ("jsonl", "parquet", "arrow"):
+            tw = med[src] + med["check"]
+            tc = best[src] + best["check"]
+            print(f"  {src + ' file -> result':44s} {tw:6.3f} s (sum of medians) "
+                  f"{len(h) / tw / 1e6:6.2f} | {len(h) / tc / 1e6:6.2f}   "
+                  f"{tw / med['base']:5.2f}x")
+        print(f"  check on columns vs reference: x{med['ref'] / med['check']:.0f} (wall), "
+              f"vs fast path from Op list: x{med['ops'] / med['check']:.1f}; {load()}")
+        rows.append({"events": len(h), "elements": el, "med": med, "best": best})
+        del h, cols
+        for p in paths.values():
+            p.unlink()
     if len(rows) >= 2:
         a, b = rows[0], rows[-1]
-        for name in ("ref", "fast"):
-            exp = math.log(b[name] / a[name]) / math.log(b["events"] / a["events"])
-            gain = (b["events"] / b[name]) / (a["events"] / a[name])
-            print(f"queue   {name:4s} growth {a['events']:,} -> {b['events']:,} events: time "
-                  f"exponent {exp:.2f} (1.00 = linear); throughput x{gain:.2f}")
+        grow = b["events"] / a["events"]
+        for k, label in QUEUE_STEPS:
+            exp = math.log(b["med"][k] / a["med"][k]) / math.log(grow)
+            expc = math.log(b["best"][k] / a["best"][k]) / math.log(grow)
+            print(f"growth  {a['events']:,} -> {b['events']:,} events, {label}: time exponent "
+                  f"{exp:.2f} (median wall), {expc:.2f} (best CPU); 1.00 = linear")
     return rows
 
 
-def bench_linearizable(sizes: list[int]) -> None:
+def bench_linearizable(sizes: list[int], runs: int) -> None:
     for n_ops in sizes:
         h = synthetic.register_history(2 * n_ops, seed=3, concurrency=5, info_p=0.01,
                                        unique=True)
         res = linearizable.analysis(h, time_limit_s=60)
         assert res["valid?"] is True, res["valid?"]
-        t_check = best_of(lambda h=h: linearizable.analysis(h, time_limit_s=60), 3)
-        t_base = best_of(lambda h=h: replay_baseline(h), 3)
+        wall: list[float] = []
+        cpu: list[float] = []
+        bw: list[float] = []
+        bc: list[float] = []
+        for _ in range(runs):
+            measure(lambda h=h: linearizable.analysis(h, time_limit_s=60), wall, cpu)
+            measure(lambda h=h: replay_baseline(h), bw, bc)
         pk = res["per_key"][0]
         print(
-            f"linear  {n_ops:>9,} ops (1 key, c=5)  check {t_check:6.3f} s "
-            f"({pk['steps']:,} search steps, {pk['cache_size']:,} cached)"
-            f"  | baseline {t_base:6.4f} s  ratio {t_check / t_base:5.1f}x",
+            f"linear  {n_ops:>9,} ops (1 key, c=5)  check {_mmm(wall)} wall, best CPU "
+            f"{min(cpu):6.3f} s ({pk['steps']:,} search steps, {pk['cache_size']:,} cached)"
+            f"  | baseline {statistics.median(bw):6.4f} s  ratio "
+            f"{statistics.median(wall) / statistics.median(bw):5.1f}x",
             flush=True,
         )
     # the same 10k-op history with a stale read injected: the search must prove failure
@@ -188,10 +235,11 @@ def bench_linearizable(sizes: list[int]) -> None:
              and op.value[1] is not None]
     i = reads[len(reads) // 2]
     h[i] = h[i]._replace(value=[h[i].value[0], h[i].value[1] - 40])
-    t = time.perf_counter()
-    res = linearizable.analysis(h, time_limit_s=30)
-    t = time.perf_counter() - t
-    print(f"linear  {n_ops:>9,} ops, stale read mid-history: valid?={res['valid?']} in {t:.3f} s")
+    wall, cpu = [], []
+    for _ in range(runs):
+        res = measure(lambda h=h: linearizable.analysis(h, time_limit_s=30), wall, cpu)
+    print(f"linear  {n_ops:>9,} ops, stale read mid-history: valid?={res['valid?']} in "
+          f"{_mmm(wall)} wall, best CPU {min(cpu):.3f} s")
 
 
 def main() -> None:
@@ -199,15 +247,20 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--runs", type=int, default=5, help="timed runs per size (1e6: runs - 2)")
     ap.add_argument("--queue-only", action="store_true")
+    ap.add_argument("--lin-only", action="store_true")
     args = ap.parse_args()
     t0 = time.perf_counter()
     print(f"{load()}, {os.cpu_count()} CPUs", flush=True)
-    bench_queue([100_000] if args.quick else [100_000, 1_000_000], args.runs)
-    print(load(), flush=True)
+    if not args.lin_only:
+        with tempfile.TemporaryDirectory(prefix="checker_bench") as tmp:
+            bench_queue([100_000] if args.quick else [100_000, 1_000_000], args.runs,
+                        Path(tmp))
+        print(load(), flush=True)
     if args.queue_only:
         print(f"total {time.perf_counter() - t0:.1f} s")
         return
-    bench_linearizable([1_000] if args.quick else [1_000, 10_000])
+    bench_linearizable([1_000] if args.quick else [1_000, 10_000], args.runs)
+    print(load(), flush=True)
     print(f"total {time.perf_counter() - t0:.1f} s")
 
 
