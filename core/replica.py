@@ -551,8 +551,15 @@ def on_lag_timer(
     rs: ReplicaState, follower: int, cfg: ProtocolConfig
 ) -> tuple[ReplicaState, Effects]:
     """replica.lag.time.max.ms passed since `follower` was last caught up."""
-    if rs.role != Role.LEADER or follower not in rs.isr or rs.pending_isr is not None:
+    if rs.role != Role.LEADER or follower not in rs.isr:
         return rs, []
+    if rs.pending_isr is not None:
+        # fix: look again once the ISR write in flight is done (Kafka's isr-expiration task
+        # runs every replica.lag.time.max.ms / 2 and skips while an update is pending). Dropping
+        # the timer here left a second lagging follower in the ISR for good when two stopped
+        # fetching together (a partition, a crash): the HW then waited for it forever.
+        return rs, [fx.SetTimer(lag_timer(rs.tp, follower),
+                                max(1, cfg.replica_lag_time_max_ms // 2))]
     leo = dict(rs.followers).get(follower)
     if not is_out_of_sync(leo, rs.log_end_offset, lag_time_expired=True):
         return rs, [fx.SetTimer(lag_timer(rs.tp, follower), cfg.replica_lag_time_max_ms)]
