@@ -32,9 +32,11 @@ Bounded: a few minutes on one idle core (`--quick`: 1e5 and 1k only; `--queue-on
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gc
 import math
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -101,16 +103,34 @@ def replay_baseline(history: Sequence[Op]) -> int:
     return mismatches
 
 
-def measure(fn: Callable[[], Any], wall: list[float], cpu: list[float]) -> Any:
-    """Run once; append wall-clock and process CPU time (CPU time is what one core spent:
-    on a loaded machine wall time also counts waiting for a core)."""
+def measure(fn: Callable[[], Any], wall: list[float], cpu: list[float],
+            faults: list[int] | None = None) -> Any:
+    """Run once; append wall-clock and process CPU time (user + system: what one core
+    spent; on a loaded machine wall time also counts waiting for a core) and, if asked,
+    the minor page faults."""
     gc.collect()
-    c = time.process_time()
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
     t = time.perf_counter()
     r = fn()
     wall.append(time.perf_counter() - t)
-    cpu.append(time.process_time() - c)
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu.append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
+    if faults is not None:
+        faults.append(r1.ru_minflt - r0.ru_minflt)
     return r
+
+
+def keep_freed_memory() -> bool:
+    """glibc: keep freed heap memory and serve big blocks from the heap instead of fresh
+    mmaps, so numpy temporaries are reused rather than page-faulted in again (a minor
+    fault costs microseconds on a loaded VM). Process-wide, hence a bench option."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    m_trim_threshold, m_top_pad, m_mmap_max = -1, -2, -4
+    return all(libc.mallopt(k, v) == 1 for k, v in (
+        (m_mmap_max, 0), (m_trim_threshold, 1 << 34), (m_top_pad, 256 << 20)))
 
 
 def _mmm(ts: list[float]) -> str:
@@ -168,6 +188,7 @@ def bench_queue(sizes: list[int], runs: int, tmp: Path) -> list[dict[str, Any]]:
         }
         wall: dict[str, list[float]] = {k: [] for k in fns}
         cpu: dict[str, list[float]] = {k: [] for k in fns}
+        flt: dict[str, list[int]] = {k: [] for k in fns}
         r = runs if n <= 200_000 else max(1, runs - 2)
         print(f"queue   {len(h):>9,} events  {el:>9,} elements  ({r} runs, interleaved; "
               f"{load()})", flush=True)
@@ -176,14 +197,15 @@ def bench_queue(sizes: list[int], runs: int, tmp: Path) -> list[dict[str, Any]]:
               f"Arrow IPC {sizes_mb['arrow']:.0f} MB", flush=True)
         for _ in range(r):
             for k, fn in fns.items():
-                measure(fn, wall[k], cpu[k])
+                measure(fn, wall[k], cpu[k], flt[k])
         med = {k: statistics.median(v) for k, v in wall.items()}
         best = {k: min(v) for k, v in cpu.items()}
         print("  step                                          wall min/median/max      "
-              "M events/s (median wall | best CPU)  ratio to baseline")
+              "M events/s (median wall | best CPU)  ratio to baseline  page faults (min)")
         for k, label in QUEUE_STEPS:
             print(f"  {label:44s} {_mmm(wall[k])}  {len(h) / med[k] / 1e6:6.2f} | "
-                  f"{len(h) / best[k] / 1e6:6.2f}   {med[k] / med['base']:5.2f}x", flush=True)
+                  f"{len(h) / best[k] / 1e6:6.2f}   {med[k] / med['base']:5.2f}x  "
+                  f"{min(flt[k]):>9,}", flush=True)
         for src in ("jsonl", "parquet", "arrow"):
             tw = med[src] + med["check"]
             tc = best[src] + best["check"]
@@ -248,9 +270,13 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5, help="timed runs per size (1e6: runs - 2)")
     ap.add_argument("--queue-only", action="store_true")
     ap.add_argument("--lin-only", action="store_true")
+    ap.add_argument("--keep-freed-memory", action="store_true",
+                    help="glibc mallopt: reuse freed memory instead of faulting it in again")
     args = ap.parse_args()
     t0 = time.perf_counter()
     print(f"{load()}, {os.cpu_count()} CPUs", flush=True)
+    if args.keep_freed_memory:
+        print(f"keep freed memory (mallopt): {keep_freed_memory()}")
     if not args.lin_only:
         with tempfile.TemporaryDirectory(prefix="checker_bench") as tmp:
             bench_queue([100_000] if args.quick else [100_000, 1_000_000], args.runs,

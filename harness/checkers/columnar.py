@@ -31,6 +31,7 @@ reference's answer.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -285,27 +286,49 @@ def _json_keys(run_k: list[Any]) -> list[Any]:
 def from_ops(history: Sequence[Op]) -> QueueColumns:
     """Columns of an in-memory history (one Python pass over the nested values)."""
     try:
-        return _pass(history, len(history), json_mode=False)
+        with _NoGC():
+            return _pass(history, len(history), json_mode=False)
     except KeyError as e:  # an op type outside invoke/ok/info/fail
         raise Fallback(f"unknown op type {e}") from e
 
 
-def _jsonl_events(lines: list[bytes]) -> Iterable[tuple[Any, ...]]:
+_JSONL_BLOCK: Final = 2048
+
+
+def _jsonl_dicts(lines: list[str]) -> Iterable[Any]:
+    """The decoded lines, a block of lines per `json.loads` call (one JSON array); a block
+    that does not parse as exactly its lines is parsed line by line, where a torn last line
+    is ignored (as `iter_jsonl` does) and any other bad line is a Fallback."""
     loads = json.loads
-    types = frozenset(TYPES)
-    last = len(lines) - 1
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
+    n = len(lines)
+    for s in range(0, n, _JSONL_BLOCK):
+        idx = [i for i in range(s, min(n, s + _JSONL_BLOCK))
+               if lines[i] and not lines[i].isspace()]
         try:
-            d = loads(line)
+            ds = loads("[" + ",".join([lines[i] for i in idx]) + "]")
         except json.JSONDecodeError:
-            if i == last and not line.endswith(b"\n"):
-                return  # a torn last line, as `iter_jsonl` ignores it
-            raise Fallback("bad JSON line") from None
+            ds = None
+        if ds is not None and len(ds) == len(idx):
+            yield from ds
+            continue
+        for i in idx:
+            try:
+                d = loads(lines[i])
+            except json.JSONDecodeError:
+                if i == n - 1 and not lines[i].endswith("\n"):
+                    return  # a torn last line
+                raise Fallback("bad JSON line") from None
+            yield d
+
+
+def _jsonl_events(lines: list[str]) -> Iterable[tuple[Any, ...]]:
+    types = frozenset(TYPES)
+    for d in _jsonl_dicts(lines):
         typ = d["type"]
         if typ not in types:
             raise Fallback("unknown op type")
+        if d["index"].__class__ is not int:
+            raise Fallback("index")
         t = d["time_ns"] if "time_ns" in d else d.get("time", 0)
         if t.__class__ is not int:
             t = int(t)
@@ -313,12 +336,26 @@ def _jsonl_events(lines: list[bytes]) -> Iterable[tuple[Any, ...]]:
         yield (0, t, d["process"], typ, d["f"], d.get("value"), d)
 
 
+class _NoGC:
+    """Pause the cyclic GC: decoding makes millions of small lists that it would traverse
+    again and again, though none of them is part of a cycle."""
+
+    def __enter__(self) -> None:
+        self.was = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.was:
+            gc.enable()
+
+
 def from_jsonl(path: str | os.PathLike[str]) -> QueueColumns:
-    """Columns of a `history.jsonl` (one `json.loads` per line; no `Op`s)."""
-    with open(path, "rb") as fh:
+    """Columns of a `history.jsonl` (`json.loads` of blocks of lines; no `Op`s)."""
+    with open(path, encoding="utf-8") as fh:
         lines = fh.readlines()
     try:
-        return _pass(_jsonl_events(lines), None, json_mode=True)
+        with _NoGC():
+            return _pass(_jsonl_events(lines), None, json_mode=True)
     except (KeyError, TypeError, ValueError, IndexError) as e:
         if isinstance(e, Fallback):
             raise
@@ -473,7 +510,7 @@ def _flat(table: Any, name: str) -> tuple[I64, Any]:
     import pyarrow.compute as pc
 
     col = table.column(name).combine_chunks()
-    lens = pc.list_value_length(col).fill_null(0).to_numpy().astype(np.int64)
+    lens = pc.list_value_length(col).fill_null(0).to_numpy().astype(np.int64, copy=False)
     return lens, col.flatten()
 
 
@@ -497,10 +534,10 @@ def from_arrow_file(path: str | os.PathLike[str]) -> QueueColumns:
     typ = _np(tcode).astype(np.int8)
     fc = _np(pc.index_in(fcol, value_set=pa.array(["send", "poll", "txn", "assign",
                                                    "subscribe"])).fill_null(5)).astype(np.int8)
-    time_a = _np(table.column("time_ns")).astype(np.int64)
+    time_a = _np(table.column("time_ns")).astype(np.int64, copy=False)
     pcol = table.column("process")
     int_proc = ~_np(pcol.is_null())
-    proc = _np(pcol.fill_null(0)).astype(np.int64)
+    proc = _np(pcol.fill_null(0)).astype(np.int64, copy=False)
     is_rec = (typ != 3) & (fc <= 2)
     rec_rows = np.nonzero(is_rec)[0]
     if not int_proc[rec_rows].all():
@@ -557,9 +594,9 @@ def from_arrow_file(path: str | os.PathLike[str]) -> QueueColumns:
     s_r = np.repeat(r_of_row, s_len)
     p_r = np.repeat(r_of_row, p_len)
     s_known = ~_np(so.is_null()) if so.null_count else np.ones(len(so), dtype=bool)
-    so_a = _np(so.fill_null(-1) if so.null_count else so).astype(np.int64)
-    pn_a = _np(pn).astype(np.int64)
-    rec_o = _np(ro).astype(np.int64)
+    so_a = _np(so.fill_null(-1) if so.null_count else so).astype(np.int64, copy=False)
+    pn_a = _np(pn).astype(np.int64, copy=False)
+    rec_o = _np(ro).astype(np.int64, copy=False)
     if int(pn_a.sum()) != len(rec_o):
         raise Fallback("side columns disagree")
 
@@ -567,7 +604,7 @@ def from_arrow_file(path: str | os.PathLike[str]) -> QueueColumns:
     sub_rows = np.nonzero(is_sub & int_proc)[0]
     ks_start = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(sub_len, out=ks_start[1:])
-    subk_a = _np(subk).astype(np.int64)
+    subk_a = _np(subk).astype(np.int64, copy=False)
     sub_counts = sub_len[sub_rows]
     sub_kstart = np.zeros(len(sub_rows) + 1, dtype=np.int64)
     np.cumsum(sub_counts, out=sub_kstart[1:])
@@ -584,18 +621,18 @@ def from_arrow_file(path: str | os.PathLike[str]) -> QueueColumns:
         r_type=typ[rec_rows],
         r_send=fc[rec_rows] == 0,
         r_time=time_a[rec_rows],
-        r_inv=r_inv.astype(np.int64),
+        r_inv=r_inv.astype(np.int64, copy=False),
         s_r=s_r,
-        s_k=_np(sk).astype(np.int64),
+        s_k=_np(sk).astype(np.int64, copy=False),
         s_o=so_a,
         s_known=s_known,
-        s_v=_np(sv).astype(np.int64),
+        s_v=_np(sv).astype(np.int64, copy=False),
         p_r=p_r,
-        p_k=_np(pk).astype(np.int64),
+        p_k=_np(pk).astype(np.int64, copy=False),
         p_n=pn_a,
         rec_o=rec_o,
-        rec_v=_np(rv).astype(np.int64),
-        sub_pos=n_before[sub_rows].astype(np.int64) if nrec else np.zeros(len(sub_rows),
+        rec_v=_np(rv).astype(np.int64, copy=False),
+        sub_pos=n_before[sub_rows].astype(np.int64, copy=False) if nrec else np.zeros(len(sub_rows),
                                                                         dtype=np.int64),
         sub_proc=proc[sub_rows],
         sub_ok=typ[sub_rows] == 0,
@@ -629,7 +666,8 @@ def _from_plain_table(table: Any) -> QueueColumns:
                 yield (0, t, p if p is not None else pn, typ, f, None, None)
 
     try:
-        return _pass(events(), table.num_rows, json_mode=True)
+        with _NoGC():
+            return _pass(events(), table.num_rows, json_mode=True)
     except (KeyError, TypeError, ValueError, IndexError) as e:
         if isinstance(e, Fallback):
             raise

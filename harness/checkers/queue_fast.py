@@ -580,67 +580,83 @@ def _worst_lag(
         contrib[ki, row_of_sub[j[a]]] = -1
     pid_s = row_pid[ro]
     pstart, _ = _group_edges(pid_s)
-    # epochs: a new one at each reset of the cell and at each process's first row
-    epoch = np.cumsum(reset, axis=1, dtype=np.int64)
-    del reset
-    epoch += np.cumsum(pstart, dtype=np.int64)
-    epoch <<= 32
-    # (epoch << 32) + contribution + 2 orders by epoch, then contribution; 0: none
-    enc = contrib
-    enc += 2
-    np.add(enc, epoch, out=enc, where=enc > 0)
-    np.maximum.accumulate(enc, axis=1, out=enc)
-    # a key is in the process's position map iff it got a contribution in its current
-    # epoch (then enc >= epoch); its position is the running maximum. q = position + 1
-    # for members, < 0 otherwise
-    enc -= epoch
-    del epoch
-    enc -= 1
-    q = enc
+    pcum = np.cumsum(pstart, dtype=np.int64)
     r_s = np.full(n_rows, -1, dtype=np.int64)  # op of each sorted row (-1: a sub)
     r_s[inv_ro[:n_op]] = op_rows
-    if len(sub_idx):
-        q[:, inv_ro[n_op:]] = -1  # subs take no samples
-    member = q >= 0
-    if not member.any():
-        return None
-    inv_t = c.r_inv[np.maximum(r_s, 0)][None, :]
+    sub_row = r_s < 0
+    inv_row = c.r_inv[np.maximum(r_s, 0)]
     ex = _expiry_table(e_kid, e_t, e_cm, K, 4 * (len(c.rec_o) + len(so_a)) + (1 << 20))
-    if ex is not None:
-        # expired[k][i] = ex_tab[base[k] + i] for i < size[k], else none
-        ex_tab, base, size = ex
-        inb = member & (q < size[:, None])
-        if len(ex_tab):
-            q += base[:, None]
-            q[~inb] = 0
-            lag = inv_t - ex_tab[q]
-            lag[~inb] = 0
+    kcol = np.arange(K, dtype=np.int64)[:, None]
+    # per row: the worst lag sample, its key, how many keys reach it
+    colmax = np.empty(n_rows, dtype=np.int64)
+    colarg = np.empty(n_rows, dtype=np.int64)
+    colties = np.empty(n_rows, dtype=np.int64)
+    # row chunks start at a process's first row (the running maxima stop there), so their
+    # temporaries stay small
+    ps = np.flatnonzero(pstart)
+    cuts = ps[np.minimum(np.searchsorted(ps, np.arange(_LAG_ROWS, n_rows, _LAG_ROWS)),
+                         len(ps) - 1)]
+    bounds = [0, *sorted(set(cuts.tolist()) - {0}), n_rows]
+    for r0, r1 in pairwise(bounds):
+        # epochs: a new one at each reset of the cell and at each process's first row;
+        # (epoch << 32) + contribution + 2 orders by epoch, then contribution; 0: none
+        epoch = np.cumsum(reset[:, r0:r1], axis=1, dtype=np.int64)
+        epoch += pcum[r0:r1]
+        epoch <<= 32
+        enc = contrib[:, r0:r1] + 2
+        np.add(enc, epoch, out=enc, where=enc > 0)
+        np.maximum.accumulate(enc, axis=1, out=enc)
+        # a key is in the process's position map iff it got a contribution in its current
+        # epoch (then enc >= epoch); its position is the running maximum. q = position + 1
+        # for members, < 0 otherwise; subs take no samples
+        enc -= epoch
+        enc -= 1
+        q = enc
+        q[:, sub_row[r0:r1]] = -1
+        member = q >= 0
+        inv_t = inv_row[r0:r1][None, :]
+        if ex is not None:
+            # expired[k][i] = ex_tab[base[k] + i] for i < size[k], else none
+            ex_tab, base, size = ex
+            inb = member & (q < size[:, None])
+            if len(ex_tab):
+                q += base[:, None]
+                q[~inb] = 0
+                lag = inv_t - ex_tab[q]
+                lag[~inb] = 0
+            else:
+                lag = np.zeros(q.shape, dtype=np.int64)
+        elif len(e_cm):
+            q += kcol * _BIG  # (key, position + 1) codes
+            pos = np.searchsorted(e_cm, q, "left")
+            pos_c = np.minimum(pos, len(e_cm) - 1)
+            ok_e = (pos < len(e_cm)) & (e_kid[pos_c] == kcol)
+            lag = inv_t - e_t[pos_c]
+            lag[~ok_e] = 0
         else:
             lag = np.zeros(q.shape, dtype=np.int64)
-    elif len(e_cm):
-        q += (np.arange(K, dtype=np.int64) * _BIG)[:, None]  # (key, position + 1) codes
-        pos = np.searchsorted(e_cm, q, "left")
-        pos_c = np.minimum(pos, len(e_cm) - 1)
-        ok_e = (pos < len(e_cm)) & (e_kid[pos_c] == np.arange(K)[:, None])
-        lag = inv_t - e_t[pos_c]
-        lag[~ok_e] = 0
-    else:
-        lag = np.zeros(q.shape, dtype=np.int64)
-    np.maximum(lag, 0, out=lag)
-    lag[~member] = -1
-    best = int(lag.max())
+        np.maximum(lag, 0, out=lag)
+        lag[~member] = -1
+        cm = lag.max(axis=0)
+        colmax[r0:r1] = cm
+        colarg[r0:r1] = lag.argmax(axis=0)
+        colties[r0:r1] = (lag == cm).sum(axis=0)
+    best = int(colmax.max())
+    if best < 0:
+        return None  # no samples at all
     # the first op (history order) reaching the maximum
-    cols = np.flatnonzero((lag == best).any(axis=0))
+    cols = np.flatnonzero(colmax == best)
     col = int(cols[np.argmin(r_s[cols])])
-    kids = np.flatnonzero(lag[:, col] == best)
-    if len(kids) != 1:
+    if colties[col] != 1:
         raise Fallback("tie for the worst lag inside one op")
     r_w = int(r_s[col])
-    return (best, int(c.r_inv[r_w]), r_w, int(kids[0]))
+    return (best, int(c.r_inv[r_w]), r_w, int(colarg[col]))
 
 
 #: records per chunk of the record-level passes
 CHUNK: Final = 1 << 19
+#: rows (at least) per chunk of the lag matrices
+_LAG_ROWS: Final = 1 << 15
 
 
 def _chunks(run_start: I64, run_n: I64, nrec: int) -> list[tuple[int, int, int, int]]:
