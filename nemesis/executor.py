@@ -63,6 +63,11 @@ def _down_then(runtime: Runtime, node: str, change: Callable[[str], dict[str, An
     return changed
 
 
+def _without_node(changed: dict[str, Any]) -> dict[str, Any]:
+    changed.pop("node", None)
+    return changed
+
+
 def partition_grudge(fault: PartitionNetwork, runtime: Runtime, rng: random.Random,
                      focus: LeaderOf | None) -> dict[str, tuple[str, ...]]:
     nodes = list(runtime.nodes)
@@ -165,6 +170,23 @@ def _execute(fault: Fault, runtime: Runtime, rng: random.Random,
         return _each(nodes, runtime.pause)
     if isinstance(fault, ResumeNode):
         return _each(nodes, runtime.resume)
+    if len(nodes) > 1 and isinstance(fault, WipeDisk | LoseUnflushed | CorruptSegment):
+        # fix: several targets fail together (a correlated power failure): all go down before
+        # any disk changes and come back after; one after another, each restarted node
+        # re-fetched from the others before the next went down, so `majority`/`all` lost
+        # no more than `one`.
+        _each(nodes, runtime.kill)
+        try:
+            if isinstance(fault, WipeDisk):
+                return _each(nodes, lambda n: {"result": _without_node(runtime.wipe(n))})
+            if isinstance(fault, LoseUnflushed):
+                return _each(nodes, lambda n: {"result": _without_node(
+                    runtime.lose_unflushed(n))})
+            seed = rng.getrandbits(32)
+            return _each(nodes, lambda n: {"result": _without_node(
+                runtime.corrupt_segment(n, seed, fault.kind))})
+        finally:
+            _each(nodes, runtime.start_node)
     if isinstance(fault, WipeDisk):
         return _each(nodes, lambda n: {"result": _down_then(runtime, n, runtime.wipe)})
     if isinstance(fault, LoseUnflushed):
