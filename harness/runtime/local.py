@@ -360,6 +360,12 @@ class LocalRuntime(Runtime):
 
     def start_node(self, node: str, wait: bool = False) -> dict[str, Any]:
         i = self._id(node)
+        if not self.cluster.nodes[i].running:
+            # fix: a broker killed moments ago still owns /brokers/ids/<id> until its ZooKeeper
+            # session expires; started before that, it finds its id in use and exits (as Kafka
+            # does), so kill -> start, and wipe/lose-unflushed/corrupt (which restart at once),
+            # left the node down for the rest of the run. Wait (bounded) for that first.
+            self._await_unregistered(i)
         with self._lock:
             if self.cluster.nodes[i].running:
                 return {"node": node, "result": "already-running"}
@@ -367,6 +373,28 @@ class LocalRuntime(Runtime):
         if wait:
             self.cluster.wait_ready(self.ready_timeout_s)
         return {"node": node, "result": "started", "pid": self.cluster.nodes[i].pid}
+
+    def _await_unregistered(self, broker_id: int) -> None:
+        """Until ZooKeeper no longer holds `/brokers/ids/<id>` (its old session expired),
+        bounded by ZooKeeper's largest session (20 ticks) and a margin; best effort."""
+        zk = self.cluster.zk
+        if zk is None or zk.port is None:
+            return
+        from kazoo.client import KazooClient
+
+        deadline = time.monotonic() + 20 * self.cluster.zk_tick_ms / 1000.0 + 3.0
+        kz = KazooClient(hosts=zk.hosts, timeout=2.0)
+        try:
+            kz.start(timeout=5.0)
+            while (kz.exists(f"/brokers/ids/{broker_id}") is not None
+                   and time.monotonic() < deadline):
+                time.sleep(0.1)
+        except Exception:
+            pass  # ZooKeeper unreachable: start anyway, as before
+        finally:
+            with contextlib.suppress(Exception):
+                kz.stop()
+                kz.close()
 
     def stop_node(self, node: str, timeout_s: float = 30.0) -> dict[str, Any]:
         i = self._id(node)
