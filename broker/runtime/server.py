@@ -160,6 +160,7 @@ class Broker:
             connect_timeout_s=cfg.effective_zookeeper_connection_timeout_ms / 1000.0,
         )
         self.zkd.adapter = self.zk
+        self.zkd.session_timeout_s = self.zk.session_timeout_s
         await loop.run_in_executor(None, self.zk.start)
         self.zkd.start()
         self.cluster_id = await self.zkd.call(self.zk.cluster_id)

@@ -10,8 +10,10 @@ emitted them (DESIGN rule 2).
 Failures: a registration or election that cannot reach ZooKeeper is retried after a backoff
 while the broker runs; a controller write that cannot complete makes the controller resign
 (its outcome is unknown, the same as a fenced write); a leader's ISR write that cannot
-complete is reported as failed (the leader keeps its ISR and tries again later); a second
-broker with our id is fatal, with a clear error.
+complete is reported as failed (the leader keeps its ISR and tries again later). Our id
+registered by another session is first taken for our own previous session (a crash and a
+quick restart) and waited out for the session timeout; after that it is a second broker with
+our id: fatal, with a clear error.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ log = logging.getLogger(__name__)
 
 QUEUE_MAX = 10_000
 RETRY_BACKOFF_S = 1.0
+ID_WAIT_MARGIN_S = 2.0
 T = TypeVar("T")
 
 
@@ -51,6 +54,8 @@ class ZkDriver:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
         self._closing = False
+        self.session_timeout_s = adapter.session_timeout_s if adapter is not None else 18.0
+        self._id_wait_until: float | None = None
 
     # -- inputs ---------------------------------------------------------------------------
 
@@ -115,13 +120,29 @@ class ZkDriver:
         try:
             events = await self.call(lambda: self.adapter.execute(effect))
         except BrokerIdInUse as e:
-            self.fatal(e)
+            self._id_in_use(effect, e)
             return
         except ZkError as e:
             self._on_unavailable(effect, e)
             return
+        if isinstance(effect, fx.ZkRegisterBroker):
+            self._id_wait_until = None
         for e2 in events:
             self.deliver(e2)
+
+    def _id_in_use(self, effect: fx.Effect, err: BrokerIdInUse) -> None:
+        """Our id is registered by another session. After a crash and a quick restart that is
+        our own previous session, which ZooKeeper expires within the session timeout: wait
+        that long (plus a margin) before calling it a second broker with our id."""
+        loop = asyncio.get_running_loop()
+        if self._id_wait_until is None:
+            self._id_wait_until = loop.time() + self.session_timeout_s + ID_WAIT_MARGIN_S
+            log.warning("%s; waiting up to %.1f s for a previous session of ours to expire",
+                        err, self.session_timeout_s + ID_WAIT_MARGIN_S)
+        if loop.time() >= self._id_wait_until:
+            self.fatal(err)
+            return
+        loop.call_later(0.5, self.submit, effect)
 
     def _on_unavailable(self, effect: fx.Effect, err: ZkError) -> None:
         log.warning("ZooKeeper effect %s failed: %s", type(effect).__name__, err)
