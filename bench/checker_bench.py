@@ -1,32 +1,69 @@
 """Checker throughput, as ratios to simple baselines measured in the same run.
 
-    uv run python bench/checker_bench.py [--quick]
+    uv run python bench/checker_bench.py [--quick] [--queue-only | --lin-only]
+                                         [--runs N] [--keep-freed-memory]
 
 Queue checker on synthetic correct Kafka-like histories of 1e5 and 1e6 events (invocations +
-completions; 10 keys, concurrency 10, 1-4 micro-ops per op, polls of up to 8 records per key):
-the reference path (`queue.check(h, fast=False)`, i.e. `results(analysis(h))`) and the
-vectorised fast path (`queue.check(h)`, which answers through `queue_fast` on a clean
-history), against the simplest possible checker measured on the same history and in the same
-run: the NATS-style set check (acknowledged sends minus polled values, one pass). Each is
-timed `--runs` times (interleaved, so load changes hit all three alike); min / median / max
-are reported, with events/s, micro-op elements/s and ratios computed from the medians, plus
-how throughput grows from 1e5 to 1e6 (time exponent: 1.0 is linear). The load average is
-printed before and after: on a shared VM the numbers move with it.
+completions; 10 keys, concurrency 10, 1-4 micro-ops per op, polls of up to 8 records per key;
+about 7 micro-op elements per event). Timed `--runs` times each (1e6: runs - 2), interleaved
+so load changes hit all steps alike:
 
-Last run (2026-11-21, 2-core VM with other CPU-bound jobs running, load average 1.9-2.0;
-medians of 5 / 3 runs, in M events/s): 1e5 events — reference 0.14, fast path 0.27, set
-baseline 0.53; 1e6 events — reference 0.13, fast path 0.19, baseline 0.51. The fast path's
-floor is decoding the Python `Op` lists (one pass, then converting ~14 int objects per event
-to int64): more than half its time, growing super-linearly with the heap; the numpy checks
-are a minority. The 1 M events/s aim needs columnar input (e.g. poll records recorded or read
-from Parquet as int columns), not faster checks.
+- reference: `queue.check(h, fast=False)` on the `Op` list;
+- fast path from the `Op` list: `queue.check(h)`, i.e. `columnar.from_ops` (one Python pass
+  over the nested values) + `queue_fast.check_columns`;
+- set baseline: the NATS-style set check (acknowledged sends minus polled values, one pass
+  over the `Op` list) — the simplest possible checker;
+- decoding to columns (`harness.checkers.columnar`): `from_jsonl` on the `write_jsonl` file;
+  `from_arrow_file` on the columnar Parquet (zstd) and Arrow IPC (memory-mapped) files that
+  `write_columnar` makes (history columns + int64 list side columns: no Python object per
+  event on the way in);
+- the check on columns: `queue_fast.check_columns` (numpy only).
+
+Every input is first checked to give exactly the reference's result. Reported per step: wall
+min / median / max; M events/s from the median wall time and from the best CPU time (user +
+system of this process, i.e. what one core spent: on this shared VM wall time also counts
+waiting for a core; pyarrow's Parquet reader uses threads, so there CPU can exceed wall);
+ratio to the baseline (medians); minor page faults; then decode + check per file kind, and
+how time grows from 1e5 to 1e6 (exponent; 1.00 is linear). `--keep-freed-memory` sets
+glibc's mallopt so that freed memory is reused instead of being handed back and faulted in
+again (a page fault costs microseconds on this VM; the check's temporaries are 10-50 MB).
+
+Last runs (2026-11-21, 2-core VM shared with other agents' CPU-heavy tests; M events/s as
+median wall | best CPU):
+
+- load average 1.1-2.1 (the quietest run, default allocator):
+  1e5 — reference 0.15 | 0.16, fast path from `Op`s 0.33 | 0.34, set baseline 0.59 | 0.62;
+  decode JSONL 0.15 | 0.16, columnar Parquet 1.56 | 1.13, Arrow IPC 4.98 | 5.57; **check on
+  columns 1.22 | 1.30** (x8 the reference, 0.49x the baseline's time); Arrow file -> result
+  0.98 | 1.06, Parquet 0.69 | 0.61, JSONL 0.14 | 0.14.
+  1e6 — reference 0.13 | 0.13, fast path from `Op`s 0.23 | 0.24, baseline 0.43 | 0.46;
+  decode JSONL 0.09 | 0.09, Parquet 0.75 | 0.62, Arrow 4.17 | 4.60; **check on columns
+  0.74 | 0.83** (52k page faults per check); Arrow file -> result 0.63 | 0.70.
+  Growth exponents 1e5 -> 1e6 (median wall / best CPU): check on columns 1.22 / 1.20, Arrow
+  decode 1.08 / 1.08, JSONL decode 1.24 / 1.24, reference 1.06 / 1.06, baseline 1.14 / 1.13.
+- load average 2.5-3.6, `--keep-freed-memory`: check on columns 1e5 1.19 | 1.53 (no page
+  faults), 1e6 0.79 | 0.89 (27k faults); at load 4-5 with the default allocator 1e5 0.69 |
+  1.18 and 1e6 0.58 | 0.62.
+- before (same VM at load 1.8-3, the `Op`-list fast path of c8ea457 vs now, best CPU): 1e5
+  0.29 -> 0.36, 1e6 0.16 -> 0.30 M events/s; this docstring's previous run (load 1.9-2.0,
+  median wall) had 0.27 and 0.19.
+
+So: the numpy check reaches the 1 M events/s-per-core aim at 1e5 (1.2-1.5) but not at 1e6
+(0.75-0.9: the run-level sorts and gathers leave the caches, and its temporaries are
+page-faulted in); from an Arrow IPC file decode + check is about 1 M events/s at 1e5 and 0.7
+at 1e6; JSONL decoding (`json.loads` + one pass, ~10 µs per event) stays the floor for JSONL
+input — write the columnar file once (`columnar.write_columnar`) and check from it.
 
 Linearizability (`harness.checkers.linearizable`) on one-key register histories of 1k and
 10k operations (read/write/cas, concurrency 5, 1 % crashed ops, unique written values),
 against a baseline that pairs invocations with completions and replays completions in
-order against a register (the cost of touching every op once; no search).
+order against a register (the cost of touching every op once; no search). Last run (load
+2-3): 10k ops 0.056 s wall/CPU (42k search steps; 21x the baseline), 1k ops 0.004 s; 10k
+ops with a stale read (proven non-linearizable) 0.060 s. Before the longest-prefix snapshot
+became incremental (an O(depth) copy at every blocked return) the same 10k check took
+0.18 s CPU at load 2-3 (4.7 s at load 15-30).
 
-Bounded: a few minutes on one idle core (`--quick`: 1e5 and 1k only; `--queue-only`).
+Bounded: a few minutes on one idle core (`--quick`: 1e5 and 1k only).
 """
 
 from __future__ import annotations
