@@ -385,12 +385,21 @@ def _check(c: QueueColumns, policy: QueuePolicy | None) -> dict[str, Any]:
     run_max[ne] = rec_o[re_ne]
     # an op may read a key in several poll micro-ops: its reads of k are their concatenation
     run_code = run_r_a * K + run_kid
-    ord_all = np.argsort(run_code, kind="stable")  # runs are in op order: nearly sorted
-    cs_all = run_code[ord_all]
-    ne_s = ne[ord_all]
+    if nrun < 2 or bool((run_code[1:] >= run_code[:-1]).all()):
+        ord_all = None  # already sorted (polls list their keys in order): no permutation
+        cs_all = run_code
+        ne_s = ne
+        rf_s = rf
+        rl_s = rl
+    else:
+        ord_all = np.argsort(run_code, kind="stable")  # runs are in op order: nearly sorted
+        cs_all = run_code[ord_all]
+        ne_s = ne[ord_all]
+        rf_s = rf[ord_all]
+        rl_s = rl[ord_all]
     c_s = cs_all[ne_s]
-    f_s = rf[ord_all][ne_s]
-    l_s = rl[ord_all][ne_s]
+    f_s = rf_s[ne_s]
+    l_s = rl_s[ne_s]
     if len(c_s) > 1:
         join = c_s[1:] == c_s[:-1]
         if (join & (f_s[1:] - l_s[:-1] != 1)).any():
@@ -534,7 +543,8 @@ def _check(c: QueueColumns, policy: QueuePolicy | None) -> dict[str, Any]:
 
 def _worst_lag(
     c: QueueColumns, nk: int, keys: I64, nonfail: B, pid_of_rec: I64, pids: I64,
-    sub_pi: I64, run_max: I64, runs_sorted: tuple[I64, I64], sends_sorted: tuple[I64, I64],
+    sub_pi: I64, run_max: I64, runs_sorted: tuple[I64, I64 | None],
+    sends_sorted: tuple[I64, I64],
 ) -> tuple[int, int, int, int] | None:
     """(lag, invoke time, op position, key id) of the first worst realtime-lag sample."""
     tcode = c.r_type
@@ -544,7 +554,7 @@ def _worst_lag(
     # maxo per (op, key): poll runs (a polled key with no records counts -1), known sends;
     # runs and sends come sorted by (op, key) code
     cs_all, ord_all = runs_sorted
-    u1, m1 = _group_max(cs_all, run_max[ord_all])
+    u1, m1 = _group_max(cs_all, run_max if ord_all is None else run_max[ord_all])
     sg, sord = sends_sorted
     s_ok = (c.s_known & nonfail[sr_a])[sord]
     u2, m2 = _group_max(sg[s_ok], so_a[sord][s_ok])
@@ -580,18 +590,19 @@ def _worst_lag(
     ro = o1[_stable_order(row_pid[o1])]
     inv_ro = np.empty(n_rows, dtype=np.int64)
     inv_ro[ro] = np.arange(n_rows)
-    # (key, sorted row) matrices: the running maxima run along contiguous rows
-    contrib = np.full((K, n_rows), -2, dtype=np.int64)
-    reset = np.zeros((K, n_rows), dtype=bool)
+    # (sorted row, key) matrices (scatters stay local); each chunk below is transposed so
+    # that the running maxima run along contiguous rows
+    contrib = np.full((n_rows, K), -2, dtype=np.int64)
+    reset = np.zeros((n_rows, K), dtype=bool)
     # op contributions
     op_row_of_rec = np.full(nrec, -1, dtype=np.int64)
     op_row_of_rec[op_rows] = inv_ro[:n_op]
     mrow = op_row_of_rec[m_r]
     sel = mrow >= 0
-    contrib[m_kid[sel], mrow[sel]] = maxo[sel]
+    contrib[mrow[sel], m_kid[sel]] = maxo[sel]
     if len(sub_idx):
         srow = inv_ro[n_op:]
-        reset[:, srow] = True
+        reset[srow, :] = True
         cnt = np.diff(c.sub_kstart)
         j = np.repeat(np.arange(len(cnt)), cnt)  # sub of each listed key
         row_of_sub = np.full(len(cnt), -1, dtype=np.int64)
@@ -601,8 +612,8 @@ def _worst_lag(
         if (ki < 0).any():
             # (assigned keys outside the key set never get samples' key ids: none exist)
             raise Fallback("assign of unknown key")
-        reset[ki, row_of_sub[j[a]]] = False
-        contrib[ki, row_of_sub[j[a]]] = -1
+        reset[row_of_sub[j[a]], ki] = False
+        contrib[row_of_sub[j[a]], ki] = -1
     pid_s = row_pid[ro]
     pstart, _ = _group_edges(pid_s)
     pcum = np.cumsum(pstart, dtype=np.int64)
@@ -625,10 +636,11 @@ def _worst_lag(
     for r0, r1 in pairwise(bounds):
         # epochs: a new one at each reset of the cell and at each process's first row;
         # (epoch << 32) + contribution + 2 orders by epoch, then contribution; 0: none
-        epoch = np.cumsum(reset[:, r0:r1], axis=1, dtype=np.int64)
+        epoch = np.cumsum(np.ascontiguousarray(reset[r0:r1].T), axis=1, dtype=np.int64)
         epoch += pcum[r0:r1]
         epoch <<= 32
-        enc = contrib[:, r0:r1] + 2
+        enc = np.ascontiguousarray(contrib[r0:r1].T)
+        enc += 2
         np.add(enc, epoch, out=enc, where=enc > 0)
         np.maximum.accumulate(enc, axis=1, out=enc)
         # a key is in the process's position map iff it got a contribution in its current
