@@ -43,7 +43,10 @@ median wall | best CPU):
   decode 1.08 / 1.08, JSONL decode 1.24 / 1.24, reference 1.06 / 1.06, baseline 1.14 / 1.13.
 - load average 2.5-3.6, `--keep-freed-memory`: check on columns 1e5 1.19 | 1.53 (no page
   faults), 1e6 0.79 | 0.89 (27k faults); at load 4-5 with the default allocator 1e5 0.69 |
-  1.18 and 1e6 0.58 | 0.62.
+  1.18 and 1e6 0.58 | 0.62. After skipping the run sort for in-order poll keys and building
+  the lag matrices row-major (commit 5dfd143; user CPU of the 1e6 check 0.78-0.85 ->
+  0.64-0.77 s, plus 0.2-1.6 s of system time for ~65k page faults), at load 3-5: 1e5 1.02 |
+  1.18, 1e6 0.45 | 0.58 — under load the page faults, not the numpy passes, set the pace.
 - before (same VM at load 1.8-3, the `Op`-list fast path of c8ea457 vs now, best CPU): 1e5
   0.29 -> 0.36, 1e6 0.16 -> 0.30 M events/s; this docstring's previous run (load 1.9-2.0,
   median wall) had 0.27 and 0.19.
