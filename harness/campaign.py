@@ -77,6 +77,11 @@ class CampaignOptions:
     nemesis_interval_s: float = 8.0
     rotate_period_s: float | None = None
     target_leader: bool = False  # focus faults on the leader of the first key's partition
+    # node specs (nemesis.faults.TARGET_NAMES: one, majority, all, leader, ...) for the
+    # kill/pause/wipe/lose-unflushed/corrupt/restart packages; () keeps each package's own
+    nemesis_targets: tuple[str, ...] = ()
+    # a scripted nemesis instead of `nemesis` (SCENARIOS), repeated until the time limit
+    scenario: str | None = None
     # after the main phase
     recovery_wait_s: float = 8.0
     final_time_limit_s: float = 60.0
@@ -90,6 +95,12 @@ class CampaignOptions:
             raise ValueError("time limit and brokers must be positive")
         if self.bootstrap is not None:
             _check_bootstrap(self.bootstrap)
+        from nemesis.faults import check_spec
+
+        for t in self.nemesis_targets:
+            check_spec(t)
+        if self.scenario is not None and self.scenario not in SCENARIOS:
+            raise ValueError(f"scenario must be one of {', '.join(SCENARIOS)}")
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -246,10 +257,199 @@ def _runtime(opts: CampaignOptions, run_dir: Path) -> Any:
 
 
 def _package(opts: CampaignOptions) -> Any:
-    from nemesis.packages import package_for
+    from nemesis import packages as p
 
+    if opts.scenario is not None and opts.bootstrap is None:
+        return _scenario(opts)
     names = () if opts.bootstrap is not None else opts.nemesis
-    return package_for(names, opts.nemesis_interval_s, opts.rotate_period_s)
+    if not opts.nemesis_targets:
+        return p.package_for(names, opts.nemesis_interval_s, opts.rotate_period_s)
+    # package_for with the node faults aimed at `nemesis_targets`
+    targeted: dict[str, Callable[..., Any]] = {
+        "kill": p.kill_package, "pause": p.pause_package, "wipe": p.wipe_package,
+        "lose-unflushed": p.lose_unflushed_package, "corrupt": p.corrupt_package,
+        "restart": p.clean_restart_package}
+    pkgs = []
+    for name in p.package_for(names).name.split("+"):
+        if name == "none":
+            continue
+        if name in targeted:
+            pkgs.append(targeted[name](targets=opts.nemesis_targets,
+                                       interval_s=opts.nemesis_interval_s))
+        else:
+            pkgs.append(p.PACKAGE_BUILDERS[name](opts.nemesis_interval_s))
+    if not pkgs:
+        return p.none_package()
+    if opts.rotate_period_s is not None:
+        return p.rotating_package(pkgs, opts.rotate_period_s)
+    return pkgs[0] if len(pkgs) == 1 else p.compose(pkgs)
+
+
+# Scripted nemeses (`--scenario`; Jepsen NATS's pause-kill/part-kill): fixed steps that drive the
+# cluster into one window, repeated; `nemesis_interval_s` sets their pace (I below). Each round
+# picks its victims from the brokers' live replica states (`_victims`): a broker X leading
+# workload partitions and a broker Y among their followers, and crashes X at a moment when the
+# round would cost committed records (it waits for one at most 15 s). The "successor" of X's
+# partition is the ISR member first in its assignment after X (the one the controller elects).
+SCENARIOS: dict[str, str] = {
+    "crash-leader-then-successor":
+        "X crashes; half a ZooKeeper session later, before the controller has noticed, so "
+        "does Y, the successor of (most of) X's partitions: the controller elects the dead Y, "
+        "the third replica follows it until Y's session expires as well, then leads. Both "
+        "start I s after the second crash; I s later the next round.",
+    "crash-leader-then-follower":
+        "X crashes; 3/4 of a ZooKeeper session later so does Y, a follower but not the "
+        "successor of (most of) X's partitions and not the controller: once X's session "
+        "expires the controller elects the successor with an ISR that still names Y, so until "
+        "Y's session expires too the new leader's high watermark stays where its last fetch "
+        "as a follower left it, below the start of its epoch. Both start I s after the second "
+        "crash; I s later the next round.",
+    "isolated-leaders-crash":
+        "every broker is cut from the other brokers (each keeps ZooKeeper) for I s: past "
+        "replica.lag.time.max.ms each leader shrinks its ISR to itself and goes on alone; then "
+        "X crashes, the network heals and X starts again (only an unclean election brings "
+        "its partitions back meanwhile); 4 s later the next round.",
+}
+
+
+def _victims(runtime: Any, prefix: str, scenario: str) -> dict[str, Any]:
+    """{"X": node, "Y": node, "partitions": n, "exposed": m} for `scenario` (see SCENARIOS),
+    from every broker's replica states: of the `prefix*` partitions led by X, n are ones where
+    the round can hurt (crash-leader-then-successor: Y is the successor; -then-follower: Y a
+    follower, not the successor, and not the controller; isolated-leaders-crash: all), and m
+    records at or above what the round would lose are committed now (below X's HW but above
+    the third replica's HW / the successor's HW / every other replica's log end). The pair
+    with the most exposed records, then the most partitions; on ties a Y that leads few
+    partitions, and neither the controller."""
+    from harness.runtime.base import node_id, node_name
+
+    replicas: dict[tuple[str, int], dict[int, Mapping[str, Any]]] = {}
+    for n in runtime.nodes:
+        try:
+            states = runtime.replica_states(n, timeout_s=1.0)["replicas"]
+        except Exception:
+            continue
+        for r in states:
+            if r["topic"].startswith(prefix):
+                replicas.setdefault((r["topic"], int(r["partition"])), {})[node_id(n)] = r
+    best: dict[tuple[str, int], Mapping[str, Any]] = {}
+    for tp, rs in replicas.items():
+        for r in rs.values():
+            if r["role"] == "leader" and (
+                    tp not in best or r["leader_epoch"] > best[tp]["leader_epoch"]):
+                best[tp] = r
+
+    def led(b: int) -> int:
+        return sum(int(r["leader"]) == b for r in best.values())
+
+    controller = runtime.controller()
+    c = -1 if controller is None else node_id(controller)
+    pool = [node_id(n) for n in runtime.nodes]
+
+    def score(x: int, y: int | None) -> tuple[int, int]:
+        exposed = hurt = 0
+        for tp, r in best.items():
+            if int(r["leader"]) != x:
+                continue
+            hw = int(r["high_watermark"])
+            others = {b: o for b, o in replicas[tp].items() if b != x}
+            followers = [b for b in r["replicas"] if b != x and b in r["isr"]]
+            if y is None:
+                end = max([int(o["log_end_offset"]) for o in others.values()] or [0])
+            elif y not in followers or (followers[0] == y) != (
+                    scenario == "crash-leader-then-successor"):
+                continue
+            elif scenario == "crash-leader-then-successor":
+                third = [b for b in followers if b != y]
+                end = min([int(others[b]["high_watermark"]) for b in third if b in others]
+                          or [hw])
+            else:
+                end = int(others[followers[0]]["high_watermark"]) \
+                    if followers[0] in others else hw
+            hurt += 1
+            exposed += max(0, hw - end)
+        return exposed, hurt
+
+    if scenario == "isolated-leaders-crash":
+        (m, n), _, x = max((score(x, None), x != c, -x) for x in pool)
+        return {"X": node_name(-x), "partitions": n, "exposed": m}
+    pairs = [(score(x, y), -led(y), x != c, y != c, -x, -y)
+             for x in pool for y in pool
+             if x != y and (y != c or scenario == "crash-leader-then-successor")]
+    if not pairs:
+        return {}
+    (m, n), *_, x, y = max(pairs)
+    return {"X": node_name(-x), "Y": node_name(-y), "partitions": n, "exposed": m}
+
+
+def _scenario(opts: CampaignOptions) -> Any:
+    from nemesis import schedule
+    from nemesis.executor import execute
+    from nemesis.faults import (
+        Fault,
+        HealNetwork,
+        KillNode,
+        PartitionNetwork,
+        StartNode,
+        grudge_value,
+    )
+    from nemesis.packages import Package
+
+    assert opts.scenario is not None
+    scenario = opts.scenario
+    i = opts.nemesis_interval_s
+    if opts.workload == "queue":
+        prefix = _queue_opts(opts).topic_prefix
+    else:
+        from harness.workloads.register import RegisterOpts
+
+        prefix = RegisterOpts().topic
+    # kills of X or Y, which are chosen when the round's first kill runs
+    kill = {v: KillNode((v,)) for v in ("X", "Y")}
+    picked: dict[str, Any] = {}
+
+    def executor(fault: Any, runtime: Any, rng: random.Random, focus: Any) -> Any:
+        for v, k in kill.items():
+            if fault == k:
+                if v == "X":
+                    # wait (bounded) for a moment when the crash can hurt: committed records
+                    # exposed (see `_victims`), else at least partitions it would hit
+                    end = time.monotonic() + 15.0
+                    picked.clear()
+                    picked.update(_victims(runtime, prefix, scenario))
+                    while not picked.get("exposed") and time.monotonic() < end:
+                        time.sleep(0.1)
+                        got = _victims(runtime, prefix, scenario)
+                        if got.get("partitions") or not picked.get("partitions"):
+                            picked.clear()
+                            picked.update(got)
+                if v not in picked:
+                    return {"error": f"no target: no {v}", "picked": dict(picked)}
+                return {"picked": dict(picked),
+                        **execute(KillNode((picked[v],)), runtime, rng, focus)}
+        return execute(fault, runtime, rng, focus)
+
+    session_s = float(opts.server_properties()["zookeeper.session.timeout.ms"]) / 1000
+    steps: list[tuple[float, Fault]]
+    if scenario == "crash-leader-then-successor":
+        steps = [(i, kill["X"]), (session_s / 2, kill["Y"]), (i, StartNode())]
+    elif scenario == "crash-leader-then-follower":
+        steps = [(i, kill["X"]), (session_s * 3 / 4, kill["Y"]), (i, StartNode())]
+    else:
+        nodes = [f"n{b}" for b in range(1, opts.brokers + 1)]
+        apart = PartitionNetwork(grudge_value(
+            {n: tuple(m for m in nodes if m != n) for n in nodes}))
+        steps = [(1.0, apart), (i, kill["X"]), (1.0, HealNetwork()), (0.0, StartNode()),
+                 (3.0, HealNetwork())]
+
+    def gen(_rng: random.Random) -> Any:
+        while True:
+            for delay, fault in steps:
+                yield schedule.Step(delay, fault)
+
+    fs = frozenset(f.f for _, f in steps)
+    return Package(f"scenario:{scenario}", gen, (HealNetwork(), StartNode()),
+                   executor=executor, fs=fs)
 
 
 def run_campaign(opts: CampaignOptions,

@@ -251,12 +251,25 @@ def campaign_cmd(
     target_leader: Annotated[bool, typer.Option(
         "--target-leader", help="Aim faults at the leader of the first key's partition.")
     ] = False,
+    nemesis_targets: Annotated[str, typer.Option(
+        "--nemesis-targets",
+        help="Comma list of node specs for kill, pause, wipe, lose-unflushed, corrupt and "
+             "restart: one, minority, majority, all, leader (with --target-leader), "
+             "controller, random. Default: each fault's own (kill/pause: one,all; else one).")
+    ] = "",
+    scenario: Annotated[str | None, typer.Option(
+        help="A scripted nemesis instead of --nemesis: crash-leader-then-successor, "
+             "crash-leader-then-follower, isolated-leaders-crash (harness.campaign.SCENARIOS;"
+             " paced by --nemesis-interval).")] = None,
     brokers: Annotated[int, typer.Option(help="Local brokers.")] = 3,
     replication_factor: Annotated[int, typer.Option("--rf")] = 3,
     min_isr: Annotated[int, typer.Option("--min-isr")] = 2,
     unclean: Annotated[bool, typer.Option("--unclean", help="Unclean leader election.")] = False,
     bug: Annotated[list[str] | None, typer.Option(
         "--bug", help="Switch a historic bug on in the brokers' core (hiwater spec bugs).")
+    ] = None,
+    override: Annotated[list[str] | None, typer.Option(
+        "--override", help="key=value for every broker's server.properties (repeatable).")
     ] = None,
     acks: Annotated[str, typer.Option(help="Producer acks: all | 1 | 0.")] = "all",
     idempotence: Annotated[bool, typer.Option("--idempotence/--no-idempotence")] = True,
@@ -275,19 +288,25 @@ def campaign_cmd(
     from harness.report.progress import Progress
 
     try:
+        if any("=" not in o for o in override or []):
+            raise ValueError("--override needs key=value")
         opts = CampaignOptions(
             name=name, workload=workload, time_limit_s=time_limit, seed=seed,
             nemesis=tuple(n for n in nemesis.split(",") if n), nemesis_interval_s=nemesis_interval,
-            rotate_period_s=rotate, target_leader=target_leader, brokers=brokers,
+            rotate_period_s=rotate, target_leader=target_leader,
+            nemesis_targets=tuple(t for t in nemesis_targets.split(",") if t),
+            scenario=scenario, brokers=brokers,
             replication_factor=replication_factor, min_insync_replicas=min_isr,
             unclean_leader_election=unclean, bugs=tuple(b.replace("-", "_") for b in bug or []),
+            broker_overrides=dict(o.split("=", 1) for o in override or []),
             acks=acks, idempotence=idempotence, concurrency=concurrency, rate=rate,
             sub_via=tuple(x for x in sub_via.split(",") if x), crash_clients=crash_clients,
             bootstrap=bootstrap, store=store)
     except ValueError as e:
         typer.echo(f"hiwater campaign: {e}", err=True)
         raise typer.Exit(EXIT_ERROR) from None
-    with Progress(opts.time_limit_s, title=f"{opts.name} / {','.join(opts.nemesis)}") as progress:
+    faults = opts.scenario or ",".join(opts.nemesis)
+    with Progress(opts.time_limit_s, title=f"{opts.name} / {faults}") as progress:
         result = run_campaign(opts, progress=lambda s: progress.update(
             s["counts"], nemesis_state=s["nemesis"]))
     typer.echo(f"{result.verdict.upper()}: {result.run_dir / 'report.html'}")
