@@ -458,7 +458,8 @@ def run_campaign(opts: CampaignOptions,
     opts = dataclasses.replace(opts, seed=seed)
     run_dir = new_run_dir(opts.store, opts.name)
     (run_dir / "options.json").write_text(json.dumps(opts.to_json(), indent=2))
-    logging.getLogger().addHandler(_file_handler(run_dir / "campaign.log"))
+    handler = _file_handler(run_dir / "campaign.log")
+    logging.getLogger().addHandler(handler)
     results: dict[str, Any] = {"seed": seed, "options": opts.to_json()}
     runtime = None
     try:
@@ -480,7 +481,13 @@ def run_campaign(opts: CampaignOptions,
             except Exception as e:
                 log.warning("collecting logs failed: %s", e)
             runtime.stop()
-    return _conclude(opts, run_dir, results)
+    try:
+        return _conclude(opts, run_dir, results)
+    finally:
+        # fix: left on the root logger, the handler made every later campaign in the same
+        # process (tests, scripts) write into this run's campaign.log, and kept it open
+        logging.getLogger().removeHandler(handler)
+        handler.close()
 
 
 def _main_phase(opts: CampaignOptions, runtime: Any, run_dir: Path, results: dict[str, Any],
