@@ -413,11 +413,14 @@ def _scenario(opts: CampaignOptions) -> Any:
             if fault == k:
                 if v == "X":
                     # wait (bounded) for a moment when the crash can hurt: committed records
-                    # exposed (see `_victims`), else at least partitions it would hit
+                    # exposed (see `_victims`), else at least partitions it would hit. Alone
+                    # in their ISRs, leaders expose records whose acks may not have reached
+                    # the clients yet (timed out): there, wait for a few.
+                    need = 3 if scenario == "isolated-leaders-crash" else 1
                     end = time.monotonic() + 15.0
                     picked.clear()
                     picked.update(_victims(runtime, prefix, scenario))
-                    while not picked.get("exposed") and time.monotonic() < end:
+                    while picked.get("exposed", 0) < need and time.monotonic() < end:
                         time.sleep(0.1)
                         got = _victims(runtime, prefix, scenario)
                         if got.get("partitions") or not picked.get("partitions"):
