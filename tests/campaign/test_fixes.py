@@ -121,3 +121,35 @@ def test_victims_are_the_pair_that_exposes_committed_records() -> None:
     rt = _States(hws={1: 12, 2: 9, 3: 9}, leos={1: 12, 2: 10, 3: 9})
     assert _victims(rt, "t", "isolated-leaders-crash") == {
         "X": "n1", "partitions": 1, "exposed": 2}
+
+
+def test_every_documented_recipe_command_parses(monkeypatch: pytest.MonkeyPatch,
+                                                tmp_path: Path) -> None:
+    """docs/recipes.md's `hiwater campaign ...` lines give the options the live test runs."""
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+    from tests.campaign.test_campaign import RECIPES
+
+    seen: list[CampaignOptions] = []
+
+    def fake_run(opts: CampaignOptions, progress: Any = None) -> Any:
+        seen.append(opts)
+        return campaign.CampaignResult(tmp_path, 0, "valid", [], {})
+
+    monkeypatch.setattr(campaign, "run_campaign", fake_run)
+    doc = (Path(__file__).parents[2] / "docs" / "recipes.md").read_text()
+    commands = [ln.strip() for ln in doc.splitlines()
+                if ln.startswith("    uv run hiwater campaign ")]
+    assert len(commands) == len(RECIPES)
+    for cmd in commands:
+        args = shlex.split(cmd)[3:]  # after `uv run hiwater`
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, (cmd, result.output)
+    # the same faults and switches as the live test's recipes, in the same order
+    for opts, recipe in zip(seen, RECIPES, strict=True):
+        for key, value in recipe.opts.items():
+            if key not in ("final_time_limit_s", "time_limit_s"):
+                assert getattr(opts, key) == value, (recipe.name, key)
