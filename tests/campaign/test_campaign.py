@@ -15,13 +15,13 @@ Sensitivity (each a recipe of docs/recipes.md; exit 1 with the anomaly it must f
 - `--bug offsets_before_epoch_start`, register workload, scenario crash-leader-then-follower:
   a stale read (not linearizable). This one needs a client read to land in a ~6 s window on
   the key of the records the new leader's high watermark does not cover yet: one campaign
-  found it in 9 of 10 tries here (about half as often with a 4 s ZooKeeper session), so the
-  test retries it up to 3 times.
+  found it in 10 of 12 tries here (about half as often with a 4 s ZooKeeper session), so
+  the test retries it up to 3 times.
 
 Every campaign must write results.json and report.html. The campaigns run one after another
 in this one test (each starts its own ZooKeeper and brokers; the suite runs under pytest-xdist,
 and separate tests could land on different workers and overlap). Measured here on a heavily
-loaded 2-core machine: 30-40 s per campaign, 235-266 s for the whole test (with one retry).
+loaded 2-core machine: 30-40 s per campaign, 235-267 s for the whole test (with one retry).
 """
 
 from __future__ import annotations
