@@ -44,6 +44,8 @@ def _parse(fs: FS, path: Path, fields: int) -> list[list[str]]:
     rows = [line.split() for line in lines[2 : 2 + count]]
     if len(rows) != count or any(len(r) != fields for r in rows):
         raise CheckpointError(f"{path}: expected {count} rows of {fields} fields")
+    if any(line.strip() for line in lines[2 + count :]):  # Kafka's reader expects EOF here too
+        raise CheckpointError(f"{path}: more rows than its count of {count}")
     return rows
 
 

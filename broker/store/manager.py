@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from broker.store.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
+    CheckpointError,
     TopicPartition,
     read_offsets,
     write_offsets,
@@ -28,6 +30,22 @@ from broker.store.fs import FS, RealFS
 from broker.store.log import Log, parse_topic_partition
 
 LOGS_MAX = 100_000
+
+_logger = logging.getLogger("hiwater.store")
+
+# What a damaged per-directory checkpoint costs, and why each fallback is safe. Every one of
+# these files can be rebuilt from the segments, so a broker never stays down for one (Kafka
+# does for a bad replication-offset-checkpoint: KafkaStorageException, the dir goes offline).
+_CHECKPOINT_FALLBACKS: Mapping[str, str] = {
+    RECOVERY_POINT_CHECKPOINT: "every log in the directory is recovered from its first segment "
+    "(as Kafka does); nothing is lost",
+    LOG_START_OFFSET_CHECKPOINT: "each log starts at its first segment's base offset (as Kafka "
+    "does); records below an earlier DeleteRecords point may be served again",
+    REPLICATION_OFFSET_CHECKPOINT: "each high watermark restarts at its log start offset and is "
+    "learnt again from the leader (a lower high watermark only delays reads); nothing is lost",
+    CLEANER_OFFSET_CHECKPOINT: "the log cleaner starts again from each log's start; nothing is "
+    "lost",
+}
 
 
 class LogManager:
@@ -51,6 +69,8 @@ class LogManager:
         self.logs: dict[TopicPartition, Log] = {}
         self.log_dir_of: dict[TopicPartition, Path] = {}
         self.high_watermarks: dict[Path, dict[TopicPartition, int]] = {}
+        # What loading found and repaired, one line each, naming the file (also logged).
+        self.recovery_report: list[str] = []
         for d in self.log_dirs:
             self.fs.makedirs(d)
             self._load_dir(d, now_ms)
@@ -60,10 +80,11 @@ class LogManager:
 
     def _load_dir(self, d: Path, now_ms: int) -> None:
         fs = self.fs
-        recovery = read_offsets(fs, d / RECOVERY_POINT_CHECKPOINT)
-        starts = read_offsets(fs, d / LOG_START_OFFSET_CHECKPOINT)
-        hws = read_offsets(fs, d / REPLICATION_OFFSET_CHECKPOINT)
-        cleaner = read_offsets(fs, d / CLEANER_OFFSET_CHECKPOINT)
+        damaged: list[str] = []
+        recovery = self._read_checkpoint(d, RECOVERY_POINT_CHECKPOINT, damaged)
+        starts = self._read_checkpoint(d, LOG_START_OFFSET_CHECKPOINT, damaged)
+        hws = self._read_checkpoint(d, REPLICATION_OFFSET_CHECKPOINT, damaged)
+        cleaner = self._read_checkpoint(d, CLEANER_OFFSET_CHECKPOINT, damaged)
         self.high_watermarks[d] = dict(hws)
         for name in fs.listdir(d):
             path = d / name
@@ -89,6 +110,23 @@ class LogManager:
             if tp in cleaner:
                 log.first_dirty_offset = max(cleaner[tp], log.log_start_offset)
             self._register(tp, d, log)
+            for line in log.recovery_report:
+                self._report(f"{path}: {line}")
+        if damaged:
+            self.checkpoint_all_in(d)  # replace the damaged files now, from what was loaded
+
+    def _read_checkpoint(self, d: Path, name: str, damaged: list[str]) -> dict[TopicPartition, int]:
+        """A directory checkpoint; a damaged one is reported and read as empty."""
+        try:
+            return read_offsets(self.fs, d / name)
+        except (CheckpointError, UnicodeError) as e:
+            damaged.append(name)
+            self._report(f"{e}: ignored: {_CHECKPOINT_FALLBACKS[name]}")
+            return {}
+
+    def _report(self, line: str) -> None:
+        self.recovery_report.append(line)
+        _logger.warning("%s", line)
 
     def _register(self, tp: TopicPartition, d: Path, log: Log) -> None:
         if len(self.logs) >= LOGS_MAX:
@@ -169,10 +207,13 @@ class LogManager:
             write_offsets(self.fs, ld / CLEANER_OFFSET_CHECKPOINT, offsets)
 
     def checkpoint_all(self) -> None:
-        self.checkpoint_recovery_points()
-        self.checkpoint_log_start_offsets()
-        self.checkpoint_high_watermarks()
-        self.checkpoint_cleaner_offsets()
+        self.checkpoint_all_in(None)
+
+    def checkpoint_all_in(self, d: Path | None) -> None:
+        self.checkpoint_recovery_points(d)
+        self.checkpoint_log_start_offsets(d)
+        self.checkpoint_high_watermarks(d)
+        self.checkpoint_cleaner_offsets(d)
 
     # ------------------------------------------------------------------ periodic work
 
