@@ -308,7 +308,7 @@ def campaign_cmd(
     faults = opts.scenario or ",".join(opts.nemesis)
     with Progress(opts.time_limit_s, title=f"{opts.name} / {faults}") as progress:
         result = run_campaign(opts, progress=lambda s: progress.update(
-            s["counts"], nemesis_state=s["nemesis"]))
+            s["counts"], nemesis_state=s["nemesis"], client_errors=s.get("client_errors")))
     typer.echo(f"{result.verdict.upper()}: {result.run_dir / 'report.html'}")
     if result.bad:
         typer.echo(f"anomalies outside the policy: {', '.join(result.bad)}")
@@ -383,4 +383,7 @@ def cluster_down(
 
 
 def main() -> None:
+    from harness.clients.logs import quiet
+
+    quiet()  # client libraries' logs never reach the terminal (a campaign files them)
     app()
