@@ -68,6 +68,7 @@ from broker.wire import (
     encode_response,
     response_class,
 )
+from harness.clients.logs import quiet_logger  # librdkafka's lines off stderr
 
 MB = 1_000_000
 MiB = 1 << 20
@@ -542,6 +543,7 @@ def producer_config(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
         "queue.buffering.max.kbytes": 256 * 1024,
         "queue.buffering.max.messages": 1_000_000,
         "log.connection.close": False,
+        "logger": quiet_logger(),
     }
 
 
@@ -619,7 +621,7 @@ def consume(bootstrap: str, partitions: int, records: int,
     c = Consumer({
         "bootstrap.servers": bootstrap, "group.id": f"bench-{time.monotonic_ns()}",
         "enable.auto.commit": False, "enable.partition.eof": False,
-        "log.connection.close": False,
+        "log.connection.close": False, "logger": quiet_logger(),
         "fetch.max.bytes": 64 * MiB, "max.partition.fetch.bytes": 4 * MiB,
     })
     try:
@@ -661,7 +663,8 @@ def _profiling_python(d: Path) -> str:
 def create_topic(bootstrap: str, partitions: int, rf: int) -> dict[int, int]:
     """Create the topic and wait until every partition has a leader and a full ISR.
     Returns partition -> leader."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log.connection.close": False})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log.connection.close": False,
+                         "logger": quiet_logger()})
     for f in admin.create_topics([NewTopic(TOPIC, partitions, rf)]).values():
         f.result(30)
     deadline = time.monotonic() + 30

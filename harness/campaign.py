@@ -463,6 +463,10 @@ def run_campaign(opts: CampaignOptions,
     (run_dir / "options.json").write_text(json.dumps(opts.to_json(), indent=2))
     handler = _file_handler(run_dir / "campaign.log")
     logging.getLogger().addHandler(handler)
+    # the client libraries' own logs (librdkafka, kafka-python, kazoo): logs/clients.log
+    from harness.clients.logs import ClientLogs
+
+    client_logs = ClientLogs(run_dir / "logs" / "clients.log").open()
     results: dict[str, Any] = {"seed": seed, "options": opts.to_json()}
     runtime = None
     try:
@@ -470,7 +474,7 @@ def run_campaign(opts: CampaignOptions,
         runtime.start()
         results["bootstrap"] = runtime.bootstrap
         results["capabilities"] = getattr(runtime, "capabilities", lambda: {})()
-        _main_phase(opts, runtime, run_dir, results, progress)
+        _main_phase(opts, runtime, run_dir, results, progress, client_logs)
     except KeyboardInterrupt:
         results["error"] = "interrupted"
     except Exception as e:
@@ -478,12 +482,16 @@ def run_campaign(opts: CampaignOptions,
         results["traceback"] = traceback.format_exc()
         log.exception("campaign failed")
     finally:
-        if runtime is not None:
-            try:
-                runtime.collect_logs(run_dir / "logs")
-            except Exception as e:
-                log.warning("collecting logs failed: %s", e)
-            runtime.stop()
+        try:
+            if runtime is not None:
+                try:
+                    runtime.collect_logs(run_dir / "logs")
+                except Exception as e:
+                    log.warning("collecting logs failed: %s", e)
+                runtime.stop()
+        finally:
+            client_logs.close()
+            results["client_log"] = {"lines": client_logs.lines, "errors": client_logs.errors}
     try:
         return _conclude(opts, run_dir, results)
     finally:
@@ -494,7 +502,8 @@ def run_campaign(opts: CampaignOptions,
 
 
 def _main_phase(opts: CampaignOptions, runtime: Any, run_dir: Path, results: dict[str, Any],
-                progress: Callable[[dict[str, Any]], None] | None) -> None:
+                progress: Callable[[dict[str, Any]], None] | None,
+                client_logs: Any = None) -> None:
     from harness.workloads.recorder import Recorder
     from nemesis.runner import heal_all, run_nemesis
 
@@ -526,7 +535,7 @@ def _main_phase(opts: CampaignOptions, runtime: Any, run_dir: Path, results: dic
         if opts.bootstrap is None:
             heal_all(runtime, sink)
 
-    reporter = _Reporter(recorder, nemesis, deadline, progress, abort)
+    reporter = _Reporter(recorder, nemesis, deadline, progress, abort, client_logs)
     reporter.start()
     try:
         if opts.workload == "queue":
@@ -598,10 +607,11 @@ class _Reporter(threading.Thread):
 
     def __init__(self, recorder: Any, nemesis: Any, deadline: float,
                  progress: Callable[[dict[str, Any]], None] | None,
-                 stop: threading.Event) -> None:
+                 stop: threading.Event, client_logs: Any = None) -> None:
         super().__init__(name="progress", daemon=True)
         self.recorder, self.nemesis, self.deadline = recorder, nemesis, deadline
         self.progress, self.stop_event = progress, stop
+        self.client_logs = client_logs  # harness.clients.logs.ClientLogs: its error count
 
     def run(self) -> None:
         if self.progress is None:
@@ -618,7 +628,8 @@ class _Reporter(threading.Thread):
                     counts[op.type] = counts.get(op.type, 0) + 1
             seen = len(ops)
             self.progress({"ops": seen, "counts": dict(counts), "nemesis": fault,
-                           "remaining_s": max(0.0, self.deadline - time.monotonic())})
+                           "remaining_s": max(0.0, self.deadline - time.monotonic()),
+                           "client_errors": getattr(self.client_logs, "errors", 0)})
 
 
 def _conclude(opts: CampaignOptions, run_dir: Path, results: dict[str, Any]

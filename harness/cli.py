@@ -8,20 +8,40 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
-    help="hiwater: a Kafka-style replicated log, formally checked, attacked Jepsen-style.",
+    help="""hiwater: a Kafka-style replicated log, formally checked, attacked
+    Jepsen-style.
+
+    Start here:
+      1. hiwater campaign     a local cluster under faults for a minute,
+                              its history checked (exit 0: valid)
+      2. hiwater report       open store/latest/report.html, or re-render it
+      3. hiwater spec check   model-check the replication protocol itself
+    """,
 )
+# help panels of the commands with many options (readable at 80 columns)
+CLUSTER, WORKLOAD, FAULTS, OUTPUT = "Cluster", "Workload", "Faults", "Output"
+BOUNDS, SEARCH = "Bounds", "Search"
+
+
+def _opt(metavar: str, panel: str, help: str) -> Any:
+    """A typer.Option with a short metavar in a help panel."""
+    return typer.Option(metavar=metavar, rich_help_panel=panel, help=help)
+
+
 # Exhausted in about a minute. The issue's larger bounds (3 brokers, 2 records, 3 leader
 # epochs, 1 crash) are `--records 2 --leader-epochs 3`, which takes far longer (README).
 DEFAULT_BOUNDS = {"brokers": 3, "records": 1, "leader_epochs": 2, "crashes": 1}
 
 spec_app = typer.Typer(no_args_is_help=True, help="The formal side: model checker, bugs, Z3.")
+# the first panel, "Commands", holds where to start (campaign, report, spec); then:
+MORE = "More commands"
 app.add_typer(spec_app, name="spec")
 
 
@@ -31,7 +51,9 @@ app.add_typer(spec_app, name="spec")
 
 @spec_app.command("bugs")
 def spec_bugs() -> None:
-    """List the historic-bug switches: one name per line first, then what each one is."""
+    """List the historic-bug switches.
+
+    One name per line first, then what each one is."""
     from spec.bugs import CATALOGUE
 
     for b in CATALOGUE:
@@ -47,35 +69,44 @@ def spec_bugs() -> None:
 
 @spec_app.command("check")
 def spec_check(
-    bug: Annotated[str | None, typer.Option(help="re-introduce one historic bug")] = None,
-    brokers: Annotated[int | None, typer.Option(help="number of brokers")] = None,
-    records: Annotated[int | None, typer.Option(help="records produced")] = None,
-    leader_epochs: Annotated[int | None, typer.Option(help="leader epochs 0..N-1")] = None,
-    controller_epochs: Annotated[int | None, typer.Option(help="controller elections")] = None,
-    crashes: Annotated[int | None, typer.Option(help="broker crashes")] = None,
-    lossy_crashes: Annotated[int | None, typer.Option(help="crashes losing page cache")] = None,
-    expiries: Annotated[int | None, typer.Option(help="expiries of live sessions")] = None,
-    leader_moves: Annotated[int | None, typer.Option(help="operator leader moves")] = None,
-    drops: Annotated[int | None, typer.Option(help="lost messages")] = None,
-    duplicates: Annotated[int | None, typer.Option(help="duplicated messages")] = None,
-    acks: Annotated[int | None, typer.Option(help="producer acks: 0, 1 or -1")] = None,
-    network: Annotated[str | None, typer.Option(help="rpc or async")] = None,
-    zk_watches: Annotated[str | None, typer.Option(help="sync or async")] = None,
-    isr_writes: Annotated[str | None, typer.Option(help="sync or async")] = None,
-    rebalance: Annotated[bool | None, typer.Option(help="auto leader rebalance may fire")] = None,
-    list_offsets: Annotated[int | None, typer.Option(help="client ListOffsets requests")] = None,
-    invariant: Annotated[list[str] | None, typer.Option(
-        help="check only this invariant (repeatable); default: all")] = None,
-    strategy: Annotated[str | None, typer.Option(
-        help="bfs (shortest trace) or dfs; default bfs, or the bug's own")] = None,
-    symmetry: Annotated[bool, typer.Option(help="symmetry reduction over broker ids")] = True,
-    max_states: Annotated[int | None, typer.Option(help="stop after this many")] = None,
-    time_limit: Annotated[float | None, typer.Option(help="stop after seconds")] = None,
-    save_trace: Annotated[Path | None, typer.Option(help="write the trace as JSONL")] = None,
-    quiet: Annotated[bool, typer.Option(help="no progress lines")] = False,
+    bug: Annotated[str | None, _opt("NAME", SEARCH, "Re-introduce one historic bug.")] = None,
+    brokers: Annotated[int | None, _opt("N", BOUNDS, "Brokers.")] = None,
+    records: Annotated[int | None, _opt("N", BOUNDS, "Records produced.")] = None,
+    leader_epochs: Annotated[int | None, _opt("N", BOUNDS, "Leader epochs 0..N-1.")] = None,
+    controller_epochs: Annotated[int | None, _opt("N", BOUNDS, "Controller elections.")] = None,
+    crashes: Annotated[int | None, _opt("N", BOUNDS, "Broker crashes.")] = None,
+    lossy_crashes: Annotated[int | None, _opt(
+        "N", BOUNDS, "Crashes that lose the page cache.")] = None,
+    expiries: Annotated[int | None, _opt("N", BOUNDS, "Expiries of live sessions.")] = None,
+    leader_moves: Annotated[int | None, _opt("N", BOUNDS, "Operator leader moves.")] = None,
+    drops: Annotated[int | None, _opt("N", BOUNDS, "Lost messages.")] = None,
+    duplicates: Annotated[int | None, _opt("N", BOUNDS, "Duplicated messages.")] = None,
+    acks: Annotated[int | None, _opt("N", BOUNDS, "Producer acks: 0, 1 or -1.")] = None,
+    network: Annotated[str | None, _opt("MODE", BOUNDS, "rpc or async.")] = None,
+    zk_watches: Annotated[str | None, _opt("MODE", BOUNDS, "sync or async.")] = None,
+    isr_writes: Annotated[str | None, _opt("MODE", BOUNDS, "sync or async.")] = None,
+    rebalance: Annotated[bool | None, _opt(
+        "", BOUNDS, "The auto leader rebalance may fire.")] = None,
+    list_offsets: Annotated[int | None, _opt("N", BOUNDS, "Client ListOffsets requests.")
+                            ] = None,
+    invariant: Annotated[list[str] | None, _opt(
+        "NAME", SEARCH, "Check only this invariant (repeatable; default: all).")] = None,
+    strategy: Annotated[str | None, _opt(
+        "MODE", SEARCH, "bfs (shortest trace) or dfs (default: bfs or the bug's).")] = None,
+    symmetry: Annotated[bool, _opt("", SEARCH, "Symmetry reduction over broker ids.")
+                        ] = True,
+    max_states: Annotated[int | None, _opt("N", SEARCH, "Stop after this many states.")
+                          ] = None,
+    time_limit: Annotated[float | None, _opt("SECONDS", SEARCH, "Stop after this long.")
+                          ] = None,
+    save_trace: Annotated[Path | None, _opt("FILE", OUTPUT, "Write the trace as JSONL.")
+                          ] = None,
+    quiet: Annotated[bool, _opt("", OUTPUT, "No progress lines.")] = False,
 ) -> None:
-    """Model-check the real core. Exit 0: no violation within the bounds; 1: a violation
-    (its shortest trace is printed); 2: a limit stopped the search first."""
+    """Model-check the real core.
+
+    Exit 0: no violation within the bounds; 1: a violation (its shortest
+    trace is printed); 2: a limit stopped the search first; 3: bad input."""
     from core.config import ProtocolConfig
     from spec.bugs import by_name
     from spec.checker import check
@@ -148,7 +179,9 @@ def spec_check(
 
 @spec_app.command("replay")
 def spec_replay(trace_file: Path) -> None:
-    """Replay a saved trace and check it still ends in the same violation (exit 1 if so)."""
+    """Replay a saved trace.
+
+    Checks it still ends in the same violation (exit 1 if so)."""
     from spec.checker import replay
     from spec.invariants import check_state, check_step
     from spec.model import Model
@@ -173,7 +206,9 @@ def spec_replay(trace_file: Path) -> None:
 
 @spec_app.command("prove")
 def spec_prove() -> None:
-    """Run the Z3 proofs of the protocol's rules (exit 1 if any fails)."""
+    """Run the Z3 proofs of the protocol's rules.
+
+    Exit 1 if any fails."""
     from spec.z3.proofs import format_results, run_proofs
 
     results = run_proofs()
@@ -190,26 +225,30 @@ def _bounds_text(b: object) -> str:
 # storage, histories, nemesis tools
 
 
-@app.command("dump-log")
+@app.command("dump-log", rich_help_panel=MORE)
 def dump_log(
     file: Path,
     deep_iteration: Annotated[bool, typer.Option("--deep-iteration",
                                                  help="print every record")] = False,
 ) -> None:
-    """Print a segment file (.log, .index, .timeindex) as Kafka's DumpLogSegments does."""
+    """Print a segment file as Kafka's DumpLogSegments does.
+
+    FILE is a .log, .index or .timeindex file of a partition directory."""
     from broker.store.dump import dump_log as dump
 
     raise typer.Exit(dump(file, deep_iteration, sys.stdout))
 
 
-@app.command("check")
+@app.command("check", rich_help_panel=MORE)
 def check_history(
     history: Path,
     time_limit: Annotated[float, typer.Option(help="linearizability budget, s")] = 60.0,
     out: Annotated[Path | None, typer.Option(help="write results JSON here")] = None,
 ) -> None:
-    """Check a history (JSONL or Parquet) for queue anomalies and linearizability.
-    Exit 0 valid, 1 anomalies, 2 unknown."""
+    """Check a history for anomalies and linearizability.
+
+    HISTORY is a history.jsonl (or Parquet) file. Exit 0 valid,
+    1 anomalies, 2 unknown, 3 unreadable."""
     from harness.checkers import check_file
 
     try:
@@ -225,7 +264,7 @@ def check_history(
     raise typer.Exit(0 if valid is True else 2 if valid == "unknown" else 1)
 
 
-@app.command("toxiproxy")
+@app.command("toxiproxy", rich_help_panel=MORE)
 def toxiproxy(
     listen: Annotated[str, typer.Option(help="host:port of the HTTP API")] = "127.0.0.1:8474",
 ) -> None:
@@ -235,55 +274,108 @@ def toxiproxy(
     raise typer.Exit(toxi_main(["--listen", listen]))
 
 
-@app.command("campaign")
+CAMPAIGN_EPILOG = """Faults (--nemesis, a comma list):
+  standard        partition + kill + pause (the default)
+  partition       network partitions (one node, a majority, ring, bridge)
+  isolate-leader  cut the leader of the first key's partition from the rest
+  zookeeper       cut brokers from ZooKeeper
+  kill, pause     kill -9 / SIGSTOP brokers, restarted / resumed later
+  wipe            kill a broker, delete its data, start it
+  lose-unflushed  kill, drop what was not fsynced, start (power loss)
+  corrupt         kill, flip bytes in a closed segment, start
+  restart         clean restart (controlled shutdown)
+  toxic           slow links through the Toxiproxy-compatible proxy
+  none            no faults
+
+Targets (--nemesis-targets, a comma list, for kill, pause, wipe,
+lose-unflushed, corrupt and restart): one, minority, majority, all,
+leader (needs --target-leader), controller, random. Default: each
+fault's own (kill and pause: one,all; the others: one).
+
+Scenarios (--scenario, scripted instead of --nemesis, paced by
+--nemesis-interval):
+  crash-leader-then-successor   a leader, then its successor, crash
+  crash-leader-then-follower    a leader, then a follower, crash
+  isolated-leaders-crash        brokers cut apart, then a leader crashes
+
+Exit codes: 0 valid, 1 anomalies outside the policy, 2 unknown, 3 error.
+"""
+
+
+
+@app.command("campaign", epilog=CAMPAIGN_EPILOG)
 def campaign_cmd(
-    name: Annotated[str, typer.Option(help="Run name: store/<name>/<time>/.")] = "queue",
-    workload: Annotated[str, typer.Option(help="queue | register")] = "queue",
-    time_limit: Annotated[float, typer.Option("--time-limit", help="Main phase, s.")] = 40.0,
-    seed: Annotated[int | None, typer.Option(help="Seeds the workload and nemesis.")] = None,
-    nemesis: Annotated[str, typer.Option(
-        help="Comma list: standard (partition,kill,pause), partition, isolate-leader, "
-             "zookeeper, kill, pause, wipe, lose-unflushed, corrupt, restart, toxic, none."
-    )] = "standard",
-    nemesis_interval: Annotated[float, typer.Option(help="Seconds between faults.")] = 8.0,
-    rotate: Annotated[float | None, typer.Option(
-        help="Rotate the fault kinds every this many seconds (with quiet periods).")] = None,
-    target_leader: Annotated[bool, typer.Option(
-        "--target-leader", help="Aim faults at the leader of the first key's partition.")
-    ] = False,
-    nemesis_targets: Annotated[str, typer.Option(
-        "--nemesis-targets",
-        help="Comma list of node specs for kill, pause, wipe, lose-unflushed, corrupt and "
-             "restart: one, minority, majority, all, leader (with --target-leader), "
-             "controller, random. Default: each fault's own (kill/pause: one,all; else one).")
-    ] = "",
-    scenario: Annotated[str | None, typer.Option(
-        help="A scripted nemesis instead of --nemesis: crash-leader-then-successor, "
-             "crash-leader-then-follower, isolated-leaders-crash (harness.campaign.SCENARIOS;"
-             " paced by --nemesis-interval).")] = None,
-    brokers: Annotated[int, typer.Option(help="Local brokers.")] = 3,
-    replication_factor: Annotated[int, typer.Option("--rf")] = 3,
-    min_isr: Annotated[int, typer.Option("--min-isr")] = 2,
-    unclean: Annotated[bool, typer.Option("--unclean", help="Unclean leader election.")] = False,
+    brokers: Annotated[int, typer.Option(
+        metavar="N", help="Local brokers (ids 1..N).", rich_help_panel=CLUSTER)] = 3,
+    replication_factor: Annotated[int, typer.Option(
+        "--rf", metavar="N", help="Replication factor of the topics.",
+        rich_help_panel=CLUSTER)] = 3,
+    min_isr: Annotated[int, typer.Option(
+        "--min-isr", metavar="N", help="min.insync.replicas.", rich_help_panel=CLUSTER)] = 2,
+    unclean: Annotated[bool, typer.Option(
+        "--unclean", metavar="", help="Allow unclean leader election.",
+        rich_help_panel=CLUSTER)] = False,
     bug: Annotated[list[str] | None, typer.Option(
-        "--bug", help="Switch a historic bug on in the brokers' core (hiwater spec bugs).")
-    ] = None,
+        "--bug", metavar="NAME", help="A historic bug to switch on (hiwater spec bugs).",
+        rich_help_panel=CLUSTER)] = None,
     override: Annotated[list[str] | None, typer.Option(
-        "--override", help="key=value for every broker's server.properties (repeatable).")
-    ] = None,
-    acks: Annotated[str, typer.Option(help="Producer acks: all | 1 | 0.")] = "all",
-    idempotence: Annotated[bool, typer.Option("--idempotence/--no-idempotence")] = True,
-    concurrency: Annotated[int, typer.Option(help="Client workers.")] = 4,
-    rate: Annotated[float, typer.Option(help="Ops per second, all workers.")] = 60.0,
-    sub_via: Annotated[str, typer.Option(help="assign | subscribe | assign,subscribe")
-                       ] = "assign",
-    crash_clients: Annotated[bool, typer.Option("--crash-clients")] = False,
+        "--override", metavar="K=V", help="A server.properties key for every broker.",
+        rich_help_panel=CLUSTER)] = None,
     bootstrap: Annotated[str | None, typer.Option(
-        help="Test an existing Kafka-protocol cluster instead (no nemesis).")] = None,
-    store: Annotated[Path, typer.Option(help="Where run directories go.")] = Path("store"),
+        metavar="HOST:PORT", help="Test this existing cluster instead (no faults).",
+        rich_help_panel=CLUSTER)] = None,
+    workload: Annotated[str, typer.Option(
+        metavar="NAME", help="queue or register.", rich_help_panel=WORKLOAD)] = "queue",
+    time_limit: Annotated[float, typer.Option(
+        "--time-limit", metavar="SECONDS", help="Length of the main phase.",
+        rich_help_panel=WORKLOAD)] = 40.0,
+    seed: Annotated[int | None, typer.Option(
+        metavar="N", help="Seeds the workload and faults (default: random).",
+        rich_help_panel=WORKLOAD)] = None,
+    acks: Annotated[str, typer.Option(
+        metavar="ACKS", help="Producer acks: all, 1 or 0.", rich_help_panel=WORKLOAD)] = "all",
+    idempotence: Annotated[bool, typer.Option(
+        "--idempotence/--no-idempotence", metavar="", help="Idempotent producers.",
+        rich_help_panel=WORKLOAD)] = True,
+    concurrency: Annotated[int, typer.Option(
+        metavar="N", help="Client workers.", rich_help_panel=WORKLOAD)] = 4,
+    rate: Annotated[float, typer.Option(
+        metavar="OPS", help="Ops per second, all workers.", rich_help_panel=WORKLOAD)] = 60.0,
+    sub_via: Annotated[str, typer.Option(
+        metavar="HOW", help="assign, subscribe or assign,subscribe.",
+        rich_help_panel=WORKLOAD)] = "assign",
+    crash_clients: Annotated[bool, typer.Option(
+        "--crash-clients", metavar="", help="Crash clients now and then.",
+        rich_help_panel=WORKLOAD)] = False,
+    nemesis: Annotated[str, typer.Option(
+        metavar="LIST", help="Fault kinds, comma list (below).",
+        rich_help_panel=FAULTS)] = "standard",
+    nemesis_interval: Annotated[float, typer.Option(
+        metavar="SECONDS", help="Time between faults.", rich_help_panel=FAULTS)] = 8.0,
+    rotate: Annotated[float | None, typer.Option(
+        metavar="SECONDS", help="Rotate the fault kinds this often.",
+        rich_help_panel=FAULTS)] = None,
+    target_leader: Annotated[bool, typer.Option(
+        "--target-leader", metavar="", help="Aim faults at the first key's leader.",
+        rich_help_panel=FAULTS)] = False,
+    nemesis_targets: Annotated[str, typer.Option(
+        "--nemesis-targets", metavar="LIST", help="Which nodes node faults hit (below).",
+        rich_help_panel=FAULTS)] = "",
+    scenario: Annotated[str | None, typer.Option(
+        metavar="NAME", help="A scripted nemesis instead (below).",
+        rich_help_panel=FAULTS)] = None,
+    name: Annotated[str, typer.Option(
+        metavar="NAME", help="Run name: store/NAME/TIME/.", rich_help_panel=OUTPUT)] = "queue",
+    store: Annotated[Path, typer.Option(
+        metavar="DIR", help="Where run directories go.", rich_help_panel=OUTPUT)
+    ] = Path("store"),
 ) -> None:
-    """Run a Jepsen-style campaign and write store/<name>/<time>/report.html.
-    Exit 0 valid, 1 anomalies outside the policy, 2 unknown, 3 error."""
+    """Run a Jepsen-style campaign on a local cluster.
+
+    Starts ZooKeeper and brokers on 127.0.0.x, runs real Kafka clients
+    under faults, heals, reads everything back, checks the history and
+    writes store/NAME/TIME/report.html (client libraries' logs go to
+    logs/clients.log there)."""
     from harness.campaign import EXIT_ERROR, CampaignOptions, run_campaign
     from harness.report.progress import Progress
 
@@ -308,7 +400,7 @@ def campaign_cmd(
     faults = opts.scenario or ",".join(opts.nemesis)
     with Progress(opts.time_limit_s, title=f"{opts.name} / {faults}") as progress:
         result = run_campaign(opts, progress=lambda s: progress.update(
-            s["counts"], nemesis_state=s["nemesis"]))
+            s["counts"], nemesis_state=s["nemesis"], client_errors=s.get("client_errors")))
     typer.echo(f"{result.verdict.upper()}: {result.run_dir / 'report.html'}")
     if result.bad:
         typer.echo(f"anomalies outside the policy: {', '.join(result.bad)}")
@@ -317,13 +409,44 @@ def campaign_cmd(
     raise typer.Exit(result.exit_code)
 
 
-@app.command("broker")
+@app.command("report")
+def report_cmd(
+    runs: Annotated[list[Path] | None, typer.Argument(
+        metavar="RUN_DIR", help="Run directories (default: store/latest).",
+        show_default=False)] = None,
+    index: Annotated[Path | None, typer.Option(
+        metavar="STORE", help="Also write STORE/index.html of every run.")] = None,
+) -> None:
+    """Render a run's report.html again and print where it is.
+
+    With no RUN_DIR, the last campaign's (store/latest). Open the page in a
+    browser: verdict, timeline with faults, anomalies with their ops."""
+    from harness.report import render, render_index
+
+    if index is not None and not index.is_dir():
+        typer.echo(f"hiwater report: no store directory {index}", err=True)
+        raise typer.Exit(3)
+    dirs = list(runs or ([] if index is not None else [Path("store/latest")]))
+    for d in dirs:
+        if not (d / "results.json").is_file():
+            typer.echo(f"hiwater report: {d} is not a run directory (no results.json)",
+                       err=True)
+            raise typer.Exit(3)
+    for d in dirs:
+        typer.echo(render(d.resolve()))
+    if index is not None:
+        typer.echo(render_index(index))
+
+
+@app.command("broker", rich_help_panel=MORE)
 def broker_cmd(
     config: Annotated[Path, typer.Option("--config", help="A Kafka server.properties file.")],
     override: Annotated[list[str] | None, typer.Option(
         "--override", help="key=value, applied over the file (repeatable).")] = None,
 ) -> None:
-    """Run one broker until SIGTERM/SIGINT (exit 2 bad config, 3 ZooKeeper unreachable)."""
+    """Run one broker until SIGTERM/SIGINT.
+
+    Exit 2: bad configuration; 3: ZooKeeper unreachable."""
     from broker.runtime.main import main as broker_main
 
     pairs: dict[str, str] = {}
@@ -338,7 +461,7 @@ def broker_cmd(
 
 CLUSTER_DIR = Path("store/cluster")
 cluster_app = typer.Typer(no_args_is_help=True, help="A local cluster: ZooKeeper + N brokers.")
-app.add_typer(cluster_app, name="cluster")
+app.add_typer(cluster_app, name="cluster", rich_help_panel=MORE)
 
 
 @cluster_app.command("up")
@@ -348,8 +471,10 @@ def cluster_up(
     override: Annotated[list[str] | None, typer.Option(
         "--override", help="key=value for every broker.")] = None,
 ) -> None:
-    """Start ZooKeeper and N brokers on 127.0.0.x; print the bootstrap servers once the
-    cluster serves Metadata, and leave it running (`hiwater cluster down` stops it)."""
+    """Start ZooKeeper and N brokers on 127.0.0.x.
+
+    Prints the bootstrap servers once the cluster serves Metadata and
+    leaves it running (hiwater cluster down stops it)."""
     from broker.runtime.cluster import STATE_FILE, ClusterError, LocalCluster
 
     if (directory / STATE_FILE).exists():
@@ -371,7 +496,7 @@ def cluster_up(
 def cluster_down(
     directory: Annotated[Path, typer.Option("--dir", help="As given to up.")] = CLUSTER_DIR,
 ) -> None:
-    """Stop the brokers and ZooKeeper that `up` started (by their recorded PIDs)."""
+    """Stop what cluster up started (by the recorded PIDs)."""
     from broker.runtime.cluster import ClusterError, down
 
     try:
@@ -383,4 +508,7 @@ def cluster_down(
 
 
 def main() -> None:
+    from harness.clients.logs import quiet
+
+    quiet()  # client libraries' logs never reach the terminal (a campaign files them)
     app()

@@ -52,7 +52,7 @@ Simplified or different from Kafka, on purpose:
   others never send one.  LeaveGroup v3+ naming an instance id gets UNKNOWN_MEMBER_ID for that
   member (no static member can exist).  Static members loaded from a log written by a real
   Kafka are kept as dynamic members.
-* No transactions (TxnOffsetCommit), DescribeGroups, ListGroups, DeleteGroups, OffsetDelete,
+* No transactions (TxnOffsetCommit), DeleteGroups, OffsetDelete,
   no offset retention or expiry (the latest commit is kept until overwritten), no
   ``require_stable`` waiting (nothing is ever unstable without transactions).
 * Bounds Kafka does not have: ``groups_max`` (a new group beyond it gets
@@ -91,14 +91,18 @@ from . import records as rec
 from .ports import Cancellable, Clock, OffsetsLog, RealClock
 
 __all__ = [
+    "DEAD_GROUP",
     "GroupConfig",
     "GroupCoordinator",
+    "GroupOverview",
     "GroupState",
+    "GroupSummary",
     "GroupView",
     "JoinGroupMember",
     "JoinResult",
     "LeaveResult",
     "MemberLeaveResult",
+    "MemberSummary",
     "OffsetAndMetadata",
     "SyncResult",
     "TopicPartition",
@@ -246,7 +250,7 @@ class OffsetAndMetadata:
 
 @dataclass(frozen=True, slots=True)
 class GroupView:
-    """A read-only snapshot of a group (tests, debugging, a future DescribeGroups)."""
+    """A read-only snapshot of a group (tests, debugging)."""
 
     group_id: str
     state: GroupState
@@ -257,6 +261,42 @@ class GroupView:
     members: tuple[str, ...]
     pending_members: tuple[str, ...]
     offsets: Mapping[TopicPartition, OffsetAndMetadata]
+
+
+@dataclass(frozen=True, slots=True)
+class MemberSummary:
+    """``MemberSummary`` (DescribeGroups): metadata and assignment only while Stable."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    """``GroupSummary`` (DescribeGroups): state, protocol type, protocol (only while Stable,
+    else ""), members.  ``DEAD_GROUP`` stands for a group this coordinator does not hold."""
+
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[MemberSummary, ...] = ()
+
+
+DEAD_GROUP = GroupSummary(GroupState.DEAD.value, "", "")
+EMPTY_SUMMARY = GroupSummary("", "", "")  # GroupCoordinator.EmptyGroup: sent with an error
+
+
+@dataclass(frozen=True, slots=True)
+class GroupOverview:
+    """``GroupOverview`` (ListGroups)."""
+
+    group_id: str
+    protocol_type: str
+    state: str
 
 
 # --------------------------------------------------------------------------- append errors
@@ -460,6 +500,23 @@ class _Group:
             JoinGroupMember(m.member_id, m.group_instance_id, m.metadata(protocol))
             for m in self.members.values()
         )
+
+    def summary(self) -> GroupSummary:
+        """``GroupMetadata.summary``: member metadata and assignments only while Stable."""
+        stable = self.is_(GroupState.STABLE) and self.protocol_name is not None
+        protocol = self.protocol_name if stable and self.protocol_name is not None else ""
+        members = tuple(
+            MemberSummary(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.metadata(protocol) if stable else b"",
+                m.assignment if stable else b"",
+            )
+            for m in self.members.values()
+        )
+        return GroupSummary(self.state.value, self.protocol_type or "", protocol, members)
 
     def view(self) -> GroupView:
         return GroupView(
@@ -1517,6 +1574,34 @@ class GroupCoordinator:
             entry = group.offsets.get((t, p))
             out.append((t, p, None if entry is None else entry[1]))
         return NONE, out
+
+    # ------------------------------------------------------------------ DescribeGroups, ListGroups
+
+    def describe_group(self, group_id: str) -> tuple[int, GroupSummary]:
+        """``handleDescribeGroup``: (error, summary).  A group this coordinator should hold but
+        does not is ``DEAD_GROUP`` with no error (DescribeGroups v6+ turns that into
+        GROUP_ID_NOT_FOUND); an error comes with ``EMPTY_SUMMARY``."""
+        err = self._validate_group_status(group_id, offsets_api=True)
+        if err:
+            return err, EMPTY_SUMMARY
+        group = self._groups.get(group_id)
+        if group is None:
+            return NONE, DEAD_GROUP
+        return NONE, group.summary()
+
+    def list_groups(self, states: Iterable[str] = ()) -> tuple[int, list[GroupOverview]]:
+        """``handleListGroups``: the groups of the partitions this broker leads and has loaded,
+        sorted by id, filtered by state names (case-insensitive; empty: all).  The error is
+        COORDINATOR_LOAD_IN_PROGRESS while any partition is loading (with the groups so far)."""
+        if not self._active:
+            return E.coordinator_not_available, []
+        wanted = {s.lower() for s in states}
+        out = [
+            GroupOverview(g.group_id, g.protocol_type or "", g.state.value)
+            for _, g in sorted(self._groups.items())
+            if not g.is_(GroupState.DEAD) and (not wanted or g.state.value.lower() in wanted)
+        ]
+        return (E.coordinator_load_in_progress if self._loading else NONE), out
 
     # ------------------------------------------------------------------ plumbing
 

@@ -1,10 +1,10 @@
 """The group APIs on the wire: kio request bodies in, kio response entities out, every version.
 
 ``handle(coordinator, api_key, api_version, body, client_id, client_host)`` answers OffsetCommit
-(v2-8), OffsetFetch (v1-7), JoinGroup (v0-7), Heartbeat (v0-4), LeaveGroup (v0-4) and
-SyncGroup (v0-5) with the response entity of the request's version, built with
-``broker.wire.build`` (so every field a version has is filled, and those it lacks are dropped).
-The broker encodes it with ``broker.wire.encode_response``.
+(v2-8), OffsetFetch (v1-7), JoinGroup (v0-7), Heartbeat (v0-4), LeaveGroup (v0-4),
+SyncGroup (v0-5), DescribeGroups (v0-6) and ListGroups (v0-5) with the response entity of the
+request's version, built with ``broker.wire.build`` (so every field a version has is filled,
+and those it lacks are dropped).  The broker encodes it with ``broker.wire.encode_response``.
 
 ``find_coordinator_response(version, body, coordinator_for)`` answers FindCoordinator v0-3 from
 the broker's own metadata: ``coordinator_for(group_id)`` returns the ``(node_id, host, port)`` of
@@ -24,6 +24,13 @@ Per-version rules kept here, as Kafka's ``KafkaApis`` and request classes keep t
   is written as OffsetCommitValue v1, as Kafka does); v6+ carry the leader epoch.
 * OffsetFetch v1 has no group-level error: a group error is repeated in every requested
   partition; v2+ put it at the top with no topics; ``topics=None`` (v2+) means all committed.
+* DescribeGroups v6+ answers a group that does not exist with GROUP_ID_NOT_FOUND and an error
+  message (KIP-1043; older versions: state "Dead", no error); authorized operations (v3+) are
+  the GROUP operations Kafka reports without an authorizer (READ, DELETE, DESCRIBE) when asked.
+* ListGroups v4+ filters by state, v5+ by type: every group here is "classic" (KIP-848 names).
+
+``not_available_response(api_key, version, body, error)`` answers any group API with one error
+everywhere it can carry one (the broker uses it while its coordinator is not started yet).
 """
 
 from __future__ import annotations
@@ -39,9 +46,9 @@ from broker.wire.apis import ApiKey
 from broker.wire.build import build
 from broker.wire.response import response_class
 
-from .coordinator import GroupCoordinator, OffsetAndMetadata
+from .coordinator import DEAD_GROUP, GroupCoordinator, OffsetAndMetadata
 
-__all__ = ["GROUP_APIS", "find_coordinator_response", "handle"]
+__all__ = ["GROUP_APIS", "find_coordinator_response", "handle", "not_available_response"]
 
 GROUP_APIS = frozenset(
     {
@@ -51,6 +58,8 @@ GROUP_APIS = frozenset(
         ApiKey.HEARTBEAT,
         ApiKey.LEAVE_GROUP,
         ApiKey.SYNC_GROUP,
+        ApiKey.DESCRIBE_GROUPS,
+        ApiKey.LIST_GROUPS,
     }
 )
 """The APIs ``handle`` answers (FindCoordinator is ``find_coordinator_response``)."""
@@ -117,6 +126,10 @@ async def handle(
         return await _offset_commit(coordinator, v, body)
     if key == ApiKey.OFFSET_FETCH:
         return _offset_fetch(coordinator, v, body)
+    if key == ApiKey.DESCRIBE_GROUPS:
+        return _describe_groups(coordinator, v, body)
+    if key == ApiKey.LIST_GROUPS:
+        return _list_groups(coordinator, v, body)
     raise ValueError(f"{key.name} is not a group API (FindCoordinator: find_coordinator_response)")
 
 
@@ -327,3 +340,120 @@ def find_coordinator_response(
             "port": port,
         },
     )
+
+
+# Kafka's AclOperation codes: READ 3, DELETE 6, DESCRIBE 8 (a GROUP's operations, all allowed
+# without an authorizer); Int.MinValue when not asked for.
+_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+_NO_OPERATIONS = -(2**31)
+CLASSIC = "classic"
+
+
+def _describe_groups(c: GroupCoordinator, v: int, body: Any) -> ResponsePayload:
+    ops = _GROUP_OPERATIONS if getattr(body, "include_authorized_operations", False) else None
+    groups = []
+    for group_id in body.groups:
+        error, summary = c.describe_group(str(group_id))
+        message = None
+        if error == ErrorCode.none and summary is DEAD_GROUP and v >= 6:
+            error, message = ErrorCode.group_id_not_found, f"Group {group_id} not found."
+        elif error != ErrorCode.none:
+            message = _ERROR_MESSAGES.get(ErrorCode(error))
+        groups.append(_described(str(group_id), int(error), message, summary, ops))
+    return _respond(ApiKey.DESCRIBE_GROUPS, v, {"groups": groups})
+
+
+def _described(group_id: str, error: int, message: str | None, summary: Any,
+               ops: int | None) -> dict[str, Any]:
+    return {
+        "error_code": ErrorCode(error),
+        "error_message": message,
+        "group_id": group_id,
+        "group_state": summary.state,
+        "protocol_type": summary.protocol_type,
+        "protocol_data": summary.protocol,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "member_metadata": m.metadata,
+                "member_assignment": m.assignment,
+            }
+            for m in summary.members
+        ],
+        "authorized_operations": _NO_OPERATIONS if ops is None else ops,
+    }
+
+
+def _list_groups(c: GroupCoordinator, v: int, body: Any) -> ResponsePayload:
+    states = tuple(getattr(body, "states_filter", ()) or ())
+    types = {t.lower() for t in getattr(body, "types_filter", ()) or ()}
+    error, overviews = c.list_groups(states)
+    if types and CLASSIC not in types:
+        overviews = []
+    return _respond(
+        ApiKey.LIST_GROUPS,
+        v,
+        {
+            "error_code": error,
+            "groups": [
+                {
+                    "group_id": o.group_id,
+                    "protocol_type": o.protocol_type,
+                    "group_state": o.state,
+                    "group_type": CLASSIC,
+                }
+                for o in overviews
+            ],
+        },
+    )
+
+
+def not_available_response(api_key: int, version: int, body: Any, error: int) -> ResponsePayload:
+    """Any group API (FindCoordinator included) answered with ``error`` wherever the response
+    has an error field: the top level, each partition (OffsetCommit, OffsetFetch v1), each
+    member (LeaveGroup v3+), each group (DescribeGroups).  Kafka's answers while its group
+    coordinator is not active are of this form (``validateGroupStatus``)."""
+    key = ApiKey(api_key)
+    code = ErrorCode(error)
+    data: dict[str, Any] = {
+        "error_code": code,
+        "error_message": _ERROR_MESSAGES.get(code),
+        "node_id": -1, "host": "", "port": -1,  # FindCoordinator
+        "generation_id": -1, "protocol_type": None, "protocol_name": None, "leader": "",
+        "skip_assignment": False, "member_id": getattr(body, "member_id", "") or "",
+        "members": [], "assignment": b"", "groups": [], "topics": [],
+    }
+    if key == ApiKey.OFFSET_COMMIT:
+        data["topics"] = [
+            {"name": t.name, "partitions": [
+                {"partition_index": p.partition_index, "error_code": code} for p in t.partitions
+            ]}
+            for t in body.topics
+        ]
+    elif key == ApiKey.OFFSET_FETCH and version < 2:
+        data["topics"] = [
+            {"name": t.name, "partitions": [_fetched(int(p), None, error)
+                                            for p in t.partition_indexes]}
+            for t in body.topics or ()
+        ]
+    elif key == ApiKey.LEAVE_GROUP and version >= 3:
+        data["members"] = [
+            {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+             "error_code": code}
+            for m in body.members
+        ]
+    elif key == ApiKey.DESCRIBE_GROUPS:
+        from .coordinator import EMPTY_SUMMARY
+
+        data["groups"] = [
+            _described(str(g), error, _ERROR_MESSAGES.get(code), EMPTY_SUMMARY, None)
+            for g in body.groups
+        ]
+    elif key == ApiKey.JOIN_GROUP and version >= 7:
+        data["protocol_name"] = None
+    elif key == ApiKey.JOIN_GROUP:
+        data["protocol_name"] = ""
+    return _respond(key, version, data)

@@ -134,8 +134,12 @@ class Apis:
                 return Response(await self.init_producer_id(req))
             case 23:
                 return Response(await self.offset_for_leader_epoch(req))
-            case 8 | 9 | 10 | 11 | 12 | 13 | 14:
+            case 8 | 9 | 10 | 11 | 12 | 13 | 14 | 15 | 16:
                 return Response(await self.b.group_request(req, client_host))
+            case 32:
+                from broker.runtime.admin_handlers import describe_configs
+
+                return Response(await describe_configs(self.b, req))
         raise ValueError(f"no handler for api key {req.api_key}")
 
     # -- Metadata ---------------------------------------------------------------------------

@@ -418,6 +418,14 @@ class Broker:
             "ANONYMOUS", req.header.client_id or ""))
 
     async def group_request(self, req: Request, client_host: str) -> bytes:
+        if self.groups is None:
+            # Still starting: the listener opens before ZooKeeper and the coordinator are up.
+            # Kafka's answer while its coordinator is not active; clients retry on it.
+            from broker.groups.handlers import not_available_response
+            from broker.wire import encode_response
+
+            return encode_response(req.correlation_id, not_available_response(
+                req.api_key, req.api_version, req.body, 15))  # COORDINATOR_NOT_AVAILABLE
         return bytes(await self.groups.handle(req, client_host))
 
     # -- connections ------------------------------------------------------------------------

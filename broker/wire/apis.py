@@ -1,7 +1,8 @@
 """The ApiVersions table as data, and the header-version rules derived from it.
 
 The table is the one validated end-to-end against kafka-python 3.0.12, aiokafka 0.14.0,
-confluent-kafka 2.16.1 and kcat 1.7.1 (reference/kafka-protocol.md §2.4), plus DeleteTopics.
+confluent-kafka 2.16.1 and kcat 1.7.1 (reference/kafka-protocol.md §2.4), plus DeleteTopics and
+the admin APIs DescribeGroups, ListGroups and DescribeConfigs.
 
 * ``min_version``/``max_version`` are what the broker *advertises*.
 * ``min_served`` is the lowest version it actually decodes.  Produce is advertised from v0
@@ -47,11 +48,14 @@ class ApiKey(enum.IntEnum):
     HEARTBEAT = 12
     LEAVE_GROUP = 13
     SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,14 +144,19 @@ API_TABLE = ApiTable(
         ApiSupport(ApiKey.HEARTBEAT, 0, 4, flexible_from=4),
         ApiSupport(ApiKey.LEAVE_GROUP, 0, 4, flexible_from=4),
         ApiSupport(ApiKey.SYNC_GROUP, 0, 5, flexible_from=4),
+        ApiSupport(ApiKey.DESCRIBE_GROUPS, 0, 6, flexible_from=5),
+        ApiSupport(ApiKey.LIST_GROUPS, 0, 5, flexible_from=3),
         ApiSupport(ApiKey.API_VERSIONS, 0, 4, flexible_from=3),
         ApiSupport(ApiKey.CREATE_TOPICS, 2, 7, flexible_from=5),
         ApiSupport(ApiKey.DELETE_TOPICS, 1, 5, flexible_from=4),
         ApiSupport(ApiKey.INIT_PRODUCER_ID, 0, 4, flexible_from=2),
         ApiSupport(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, flexible_from=4),
+        ApiSupport(ApiKey.DESCRIBE_CONFIGS, 1, 4, flexible_from=4),
     )
 )
-"""The table the broker advertises (reference/kafka-protocol.md §2.4, plus DeleteTopics 1–5).
+"""The table the broker advertises (reference/kafka-protocol.md §2.4, plus DeleteTopics 1–5 and
+the admin APIs DescribeGroups 0–6, ListGroups 0–5 and DescribeConfigs 1–4: kio 0.6.5's full
+ranges, which are also Kafka 4's; kafka-python 3 sends their maxima, librdkafka lower ones).
 
 Maxima stop before shape changes the broker does not implement: Produce 13 / Fetch 13+ (topic
 IDs), FindCoordinator 4+ (batched keys), OffsetFetch 8+ (multi-group), JoinGroup 8+ and

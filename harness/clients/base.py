@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
+from harness.clients.logs import bind_thread
 from harness.history import FAIL, INFO, OK
 
 log = logging.getLogger(__name__)
@@ -345,6 +346,7 @@ class QueueClient:
         self.keymap = settings.keymap
         self.process = process
         self.client_id = f"{settings.client_id_prefix}-{process}"
+        bind_thread(process)  # kafka-python's records from this thread name the process
         #: rebalance events since the op began: {"type": "assigned", "keys": [...]}
         self.rebalance_log: list[dict[str, Any]] = []
         #: errors the client logged but did not raise during the op (capped), e.g. an

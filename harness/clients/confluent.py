@@ -65,6 +65,7 @@ from harness.clients.base import (
     kind_of_message,
     run_bounded,
 )
+from harness.clients.logs import client_logger
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +177,8 @@ class ConfluentClient(QueueClient):
         super().__init__(settings, process)
         self.topics = topics if topics is not None else TopicRegistry()
         self._fatal: KafkaError | None = None
+        #: librdkafka's log lines and errors go here, not to stderr (harness.clients.logs)
+        self._log = client_logger(process)
         s = settings
         conf: dict[str, Any] = {
             "bootstrap.servers": s.bootstrap,
@@ -190,6 +193,7 @@ class ConfluentClient(QueueClient):
             "metadata.max.age.ms": s.metadata_max_age_ms,
             "linger.ms": 0,
             "error_cb": self._on_error,
+            "logger": self._log,
         }
         self.producer = Producer(conf)
         self._consumer: Consumer | None = None
@@ -202,7 +206,7 @@ class ConfluentClient(QueueClient):
     def _on_error(self, err: KafkaError) -> None:
         if err.fatal():
             self._fatal = err
-        log.debug("%s: %s", self.client_id, err)
+        self._log.error("error_cb %s: %s: %s", self.client_id, err.name(), err.str())
 
     # -- lazily opened consumer and admin --------------------------------------------------
 
@@ -227,6 +231,7 @@ class ConfluentClient(QueueClient):
                 "enable.partition.eof": False,
                 "allow.auto.create.topics": False,
                 "error_cb": self._on_error,
+                "logger": self._log,
             })
         return self._consumer
 
@@ -240,6 +245,7 @@ class ConfluentClient(QueueClient):
                 "socket.timeout.ms": int(s.admin_timeout_s * 1000),
                 "reconnect.backoff.max.ms": s.reconnect_backoff_max_ms,
                 "socket.connection.setup.timeout.ms": s.socket_setup_timeout_max_ms,
+                "logger": self._log,
             })
         return self._admin
 

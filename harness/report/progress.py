@@ -97,6 +97,8 @@ class Progress:
         self.by_f: dict[str, dict[str, int]] = {}
         self.nemesis = "no fault"
         self.anomalies: dict[str, int] = {}
+        #: log records at ERROR or above from the client libraries (in logs/clients.log)
+        self.client_errors: int | None = None
         self._live: Live | None = None
         self._last_line = -1e18
         self._lines = 0
@@ -149,7 +151,8 @@ class Progress:
         return ((n1 - n0) / dt, (ok1 - ok0) / dt)
 
     def update(self, counters: Mapping[str, Any], nemesis_state: Any = None,
-               anomalies: Mapping[str, int] | None = None) -> None:
+               anomalies: Mapping[str, int] | None = None,
+               client_errors: int | None = None) -> None:
         if self._t0 is None:
             self.start()
         now = self._clock()
@@ -163,6 +166,8 @@ class Progress:
         self.nemesis = new_nem
         if anomalies is not None:
             self.anomalies = {str(k): int(v) for k, v in anomalies.items() if v}
+        if client_errors is not None:
+            self.client_errors = int(client_errors)
         if self._live is not None:
             self._live.update(self.renderable())
         elif changed or now - self._last_line >= self.interval_s:
@@ -179,8 +184,10 @@ class Progress:
             f"remaining {_fmt_s(self.remaining_s)}",
             f"ok {t['ok']} fail {t['fail']} info {t['info']}",
             f"{ops:.1f} ops/s ({ok_s:.1f} ok/s)",
-            f"nemesis: {self.nemesis}",
         ]
+        if self.client_errors is not None:
+            parts.append(f"client errors {self.client_errors}")
+        parts.append(f"nemesis: {self.nemesis}")
         if self.anomalies:
             parts.append("anomalies: " + ", ".join(f"{k}={v}"
                                                     for k, v in sorted(self.anomalies.items())))
@@ -206,7 +213,10 @@ class Progress:
         stats.add_row(Text(f"ok {t['ok']}", style="green"),
                       Text(f"fail {t['fail']}", style="magenta"),
                       Text(f"info {t['info']}", style="yellow"),
-                      Text(f"{ops:.1f} ops/s ({ok_s:.1f} ok/s)"))
+                      Text(f"{ops:.1f} ops/s ({ok_s:.1f} ok/s)"),
+                      *([] if self.client_errors is None else [Text(
+                          f"client errors {self.client_errors} (logs/clients.log)",
+                          style="dim" if not self.client_errors else "yellow")]))
         parts: list[Any] = [head, stats]
         if self.by_f:
             ft = Table("f", "ok", "fail", "info", box=None, padding=(0, 2),

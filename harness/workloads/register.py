@@ -51,6 +51,7 @@ from harness.clients.base import (
     wait_until,
 )
 from harness.clients.confluent import POLL_EVENT_CODES, classify, kafka_error_of
+from harness.clients.logs import client_logger
 from harness.history import OK
 from harness.workloads.queue import OpSpec, Stagger, Worker
 from harness.workloads.recorder import Recorder
@@ -108,7 +109,8 @@ class RegisterOpts:
 def create_register_topic(opts: RegisterOpts, settings: ClientSettings,
                           attempts: int = 10) -> None:
     admin = AdminClient({"bootstrap.servers": settings.bootstrap,
-                         "socket.timeout.ms": int(settings.admin_timeout_s * 1000)})
+                         "socket.timeout.ms": int(settings.admin_timeout_s * 1000),
+                         "logger": client_logger(None)})
     for attempt in range(attempts):
         futs = admin.create_topics(
             [NewTopic(opts.topic, opts.partitions, opts.replication_factor,
@@ -139,6 +141,7 @@ class RegisterClient:
         self.client_id = f"{settings.client_id_prefix}-{process}"
         self.closed = False
         self._fatal: KafkaError | None = None
+        self._log = client_logger(process)
         s = settings
         self.producer: Producer | None = Producer({
             "bootstrap.servers": s.bootstrap,
@@ -152,6 +155,7 @@ class RegisterClient:
             "socket.connection.setup.timeout.ms": s.socket_setup_timeout_max_ms,
             "linger.ms": 0,
             "error_cb": self._on_error,
+            "logger": self._log,
         })
         self.consumer: Consumer | None = Consumer({
             "bootstrap.servers": s.bootstrap,
@@ -166,6 +170,7 @@ class RegisterClient:
             "socket.connection.setup.timeout.ms": s.socket_setup_timeout_max_ms,
             "enable.partition.eof": False,
             "error_cb": self._on_error,
+            "logger": self._log,
         })
         self.consumer.assign([TP(opts.topic, p, OFFSET_BEGINNING)
                               for p in range(opts.partitions)])
@@ -178,6 +183,7 @@ class RegisterClient:
     def _on_error(self, err: KafkaError) -> None:
         if err.fatal():
             self._fatal = err
+        self._log.error("error_cb %s: %s: %s", self.client_id, err.name(), err.str())
 
     def write(self, k: int, v: int) -> None:
         assert self.producer is not None
