@@ -7,7 +7,12 @@ Against the module's 3-broker cluster (RF 3, min.insync.replicas 2 in server.pro
   the rest DEFAULT_CONFIG; a broker resource), `describe_groups` and `list_groups` (kafka-python
   3's names for the 2.x `describe_consumer_groups` / `list_consumer_groups`);
 * confluent-kafka `AdminClient.describe_configs`, `list_consumer_groups`,
+  `describe_consumer_groups`;
+* aiokafka `AIOKafkaAdminClient.describe_configs`, `list_consumer_groups`,
   `describe_consumer_groups`.
+
+Versions observed: kafka-python 3.0.12 sends DescribeConfigs v4, DescribeGroups v6, ListGroups
+v5; confluent-kafka 2.16.1 (librdkafka 2.16.0) v1, v5, v5; aiokafka 0.14.0 v2, v3, v1.
 
 kcat has no mode that lists or describes groups (`kcat -L` lists brokers and topics only), so
 it is not used here. Every wait is bounded; the only addresses are the cluster's 127.0.0.x.
@@ -267,3 +272,46 @@ def test_confluent_list_and_describe_consumer_groups(groups: Groups) -> None:
     simple = got[SIMPLE]
     assert simple.state == ConsumerGroupState.EMPTY and not simple.members
     assert simple.is_simple_consumer_group
+
+
+# -- aiokafka -----------------------------------------------------------------------------------
+
+
+def test_aiokafka_admin_apis(groups: Groups) -> None:
+    """aiokafka's admin client (observed: DescribeConfigs v2, DescribeGroups v3, ListGroups v1,
+    the highest it implements within the advertised ranges)."""
+    import asyncio
+
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    async def go() -> tuple[Any, Any, Any]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=groups.cluster.bootstrap,
+                                    request_timeout_ms=15000)
+        await admin.start()
+        try:
+            configs = await admin.describe_configs(
+                [ConfigResource(ConfigResourceType.TOPIC, TOPIC),
+                 ConfigResource(ConfigResourceType.BROKER, "3")], include_synonyms=True)
+            listed = await admin.list_consumer_groups()
+            described = await admin.describe_consumer_groups([ACTIVE])
+            return configs, listed, described
+        finally:
+            await admin.close()
+
+    configs, listed, described = asyncio.run(asyncio.wait_for(go(), 60))
+    results = {(r[2], r[3]): r for resp in configs for r in resp.resources}
+    topic = results[(2, TOPIC)]
+    assert topic[0] == 0, topic
+    entries = {e[0]: e for e in topic[4]}
+    _, value, read_only, source, sensitive, synonyms = entries["retention.ms"]
+    assert (value, read_only, source, sensitive) == (RETENTION, False, 1, False)
+    assert synonyms[0] == ("retention.ms", RETENTION, 1), synonyms
+    broker = results[(4, "3")]
+    assert broker[0] == 0, broker
+    assert {e[0]: e[1] for e in broker[4]}["broker.id"] == "3"
+    assert (ACTIVE, "consumer") in listed and (SIMPLE, "") in listed, listed
+    (resp,) = described
+    (group,) = resp.groups
+    assert group[0] == 0 and group[1] == ACTIVE and group[3] == "consumer", group
+    assert group[2] in ("Stable", "CompletingRebalance", "PreparingRebalance"), group
