@@ -222,7 +222,9 @@ def test_confluent_describe_configs(groups: Groups) -> None:
     topic_res = ConfigResource("topic", TOPIC)
     broker_res = ConfigResource("broker", "1")
     missing = ConfigResource("topic", "adm-no-such-topic")
-    futures = admin.describe_configs([topic_res, broker_res, missing], request_timeout=15)
+    offsets = ConfigResource("topic", "__consumer_offsets")
+    futures = admin.describe_configs([topic_res, broker_res, missing, offsets],
+                                     request_timeout=15)
     topic = futures[topic_res].result(timeout=30)
     r = topic["retention.ms"]
     assert r.value == RETENTION and r.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value, r
@@ -235,6 +237,10 @@ def test_confluent_describe_configs(groups: Groups) -> None:
     assert broker["min.insync.replicas"].source == ConfigSource.STATIC_BROKER_CONFIG.value
     assert broker["num.partitions"].source == ConfigSource.DEFAULT_CONFIG.value
     assert broker["num.partitions"].is_read_only
+    # the internal topic shows the configs Kafka creates it with
+    internal = futures[offsets].result(timeout=30)
+    assert internal["cleanup.policy"].value == "compact"
+    assert internal["cleanup.policy"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
     with pytest.raises(KafkaException) as e:
         futures[missing].result(timeout=30)
     assert "UNKNOWN_TOPIC_OR_PART" in str(e.value), e.value
