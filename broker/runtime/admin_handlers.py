@@ -20,6 +20,8 @@ types hiwater has:
   another id is INVALID_REQUEST, as Kafka answers.
 
 Other resource types are INVALID_REQUEST.  ``configuration_keys`` (null: all) filters by name.
+A failure to read ZooKeeper (or a broker still starting) is UNKNOWN_SERVER_ERROR for the topic,
+as Kafka answers an unexpected failure.
 Synonyms (v1+, when asked): the topic override first, then each broker synonym in Kafka's
 precedence order (``DynamicBrokerConfig.brokerConfigSynonyms``) as set in the file, then their
 defaults; for a broker key, those after its own name.  ``config_type`` (v3+) is Kafka's
@@ -261,10 +263,12 @@ async def _describe_topic(broker: Broker, name: str, keys: Any, synonyms: bool
                           ) -> dict[str, Any]:
     if not TOPIC_NAME.fullmatch(name) or name in (".", ".."):
         return _result(TOPIC, name, 17, f"Topic name '{name}' is illegal")
+    if broker.zkd is None or broker.zk is None or not broker.cluster_id:
+        # still starting: ZooKeeper not reached yet (cluster_id is read right after)
+        return _result(TOPIC, name, -1, "The broker is starting: try again.")
     known = name in broker.apis.topics_view() or name in await broker.zk_topics()
     if not known:
         return _result(TOPIC, name, 3, f"The topic '{name}' does not exist.")
-    assert broker.zkd is not None and broker.zk is not None
     zk = broker.zk
     try:
         stored = await broker.zkd.call(lambda: zk.topic_config(name))

@@ -4,7 +4,8 @@
 can reach the broker while `Broker.groups` is still None. Such a request once failed its
 connection (an AttributeError in the handler). Now every group API is answered as Kafka answers
 while its coordinator is not active: COORDINATOR_NOT_AVAILABLE in every error field, and the
-connection keeps serving.
+connection keeps serving. DescribeConfigs answers the broker's own configuration, and a topic's
+(which needs ZooKeeper) with UNKNOWN_SERVER_ERROR rather than failing the connection.
 
 The broker runs in-process with ZooKeeper "unreachable": `ZkAdapter.start` waits on an event the
 test sets once it is done, then fails as an unreachable ZooKeeper does. No ZooKeeper is needed;
@@ -85,6 +86,14 @@ def window_checks(host: str, port: int) -> list[str]:
                 codes = error_codes(resp)
                 if not codes or set(codes) != {COORDINATOR_NOT_AVAILABLE}:
                     problems.append(f"{key.name} v{v}: error codes {codes}: {resp}")
+        # DescribeConfigs: the broker's own config is known; a topic's needs ZooKeeper
+        cfg = c.call(32, 4, {"resources": [
+            {"resource_type": 2, "resource_name": "t", "configuration_keys": None},
+            {"resource_type": 4, "resource_name": "1", "configuration_keys": ["broker.id"]}],
+            "include_synonyms": False, "include_documentation": False})
+        got = [(int(r.error_code), [(e.name, e.value) for e in r.configs]) for r in cfg.results]
+        if got != [(-1, []), (0, [("broker.id", "1")])]:
+            problems.append(f"DescribeConfigs while starting: {got}")
         versions = c.call(18, 3, {"client_software_name": "t", "client_software_version": "1"})
         if int(versions.error_code) != 0:
             problems.append(f"ApiVersions after the group requests: {versions}")

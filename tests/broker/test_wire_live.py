@@ -470,6 +470,141 @@ def _check_offset_for_leader_epoch(env: Env, v: int) -> None:
     assert int(x.leader_epoch) == int(p.leader_epoch) and int(x.end_offset) >= int(hw), x
 
 
+GROUP_ID_NOT_FOUND = 69
+NOT_COORDINATOR = 16
+INVALID_TOPIC_EXCEPTION = 17
+INVALID_REQUEST = 42
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)  # READ, DELETE, DESCRIBE (no authorizer)
+
+
+def _not_coordinator_of(env: Env, group: str) -> int:
+    return next(i for i in env.ids if i != env.coordinator(group))
+
+
+def _check_describe_groups(env: Env, v: int) -> None:
+    group, nobody = f"wire-dg-v{v}", f"wire-dg-nobody-v{v}"
+    c, member, _ = _join(env, group, sync=True)
+    with c:
+        r = c.call(15, v, {"groups": [group], "include_authorized_operations": True})
+    (g,) = r.groups
+    assert (code(g.error_code), g.group_id, g.group_state) == (NONE, group, "Stable"), g
+    assert (g.protocol_type, g.protocol_data) == ("consumer", "range"), g
+    (m,) = g.members
+    assert (m.member_id, m.client_id, m.client_host) == (member, "wire-live", "/127.0.0.1"), m
+    assert (bytes(m.member_metadata), bytes(m.member_assignment)) == (b"\x00\x01sub", b"asg")
+    if v >= 3:
+        assert int(g.authorized_operations) == GROUP_OPERATIONS, g
+    # a group its coordinator does not have: Dead before v6, GROUP_ID_NOT_FOUND from v6
+    with env.group_client(nobody) as c:
+        r = c.call(15, v, {"groups": [nobody], "include_authorized_operations": False})
+    (g,) = r.groups
+    if v >= 6:
+        assert code(g.error_code) == GROUP_ID_NOT_FOUND, g
+        assert g.error_message == f"Group {nobody} not found.", g
+    else:
+        assert (code(g.error_code), g.group_state, g.members) == (NONE, "Dead", ()), g
+    if v >= 3:
+        assert int(g.authorized_operations) == -(2**31), g  # not asked for
+    # asked at a broker that does not coordinate the group
+    with env.client(_not_coordinator_of(env, group)) as c:
+        r = c.call(15, v, {"groups": [group], "include_authorized_operations": False})
+    (g,) = r.groups
+    assert (code(g.error_code), g.group_state, g.members) == (NOT_COORDINATOR, "", ()), g
+
+
+def _check_list_groups(env: Env, v: int) -> None:
+    group = f"wire-lg-v{v}"
+    c, _, _ = _join(env, group, sync=True)
+
+    def listed(cl: Client, states: list[str], types: list[str]) -> dict[str, Any]:
+        r = cl.call(16, v, {"states_filter": states, "types_filter": types})
+        assert code(r.error_code) == NONE, r
+        return {g.group_id: g for g in r.groups}
+
+    with c:
+        got = listed(c, [], [])
+        assert got[group].protocol_type == "consumer", got
+        if v >= 4:
+            assert got[group].group_state == "Stable", got
+            assert group not in listed(c, ["Empty"], [])
+            assert group in listed(c, ["stable", "Empty"], [])
+        if v >= 5:
+            assert got[group].group_type == "classic", got
+            assert listed(c, [], ["consumer"]) == {}  # no KIP-848 groups
+            assert group in listed(c, [], ["Classic"])
+    with env.client(_not_coordinator_of(env, group)) as c:
+        assert group not in listed(c, [], [])
+
+
+CFG_TOPIC = "wire-cfg"
+
+
+def _cfg_topic(env: Env) -> str:
+    """A topic with a retention.ms override (created once)."""
+    if not getattr(env, "cfg_topic_made", False):
+        with env.client(env.ids[0]) as c:
+            r = c.call(19, 5, {"topics": [{"name": CFG_TOPIC, "num_partitions": 1,
+                                           "replication_factor": 3, "assignments": [],
+                                           "configs": [{"name": "retention.ms",
+                                                        "value": "3600000"}]}],
+                               "timeout": 15_000, "validate_only": False})
+        assert code(r.topics[0].error_code) in (NONE, TOPIC_ALREADY_EXISTS), r
+        env.cfg_topic_made = True  # type: ignore[attr-defined]
+    return CFG_TOPIC
+
+
+def _check_describe_configs(env: Env, v: int) -> None:
+    topic = _cfg_topic(env)
+    broker_id = env.ids[v % len(env.ids)]
+    other = next(i for i in env.ids if i != broker_id)
+    resources = [
+        (2, topic, None),
+        (2, topic, ["segment.bytes", "retention.ms", "no.such.key"]),
+        (2, "wire-no-such-topic", None),
+        (2, "bad/name", None),
+        (4, str(broker_id), ["min.insync.replicas", "num.partitions"]),
+        (4, str(other), None),
+        (4, "", None),
+        (4, "one", None),
+        (8, str(broker_id), None),  # BROKER_LOGGER: none here
+    ]
+    with env.client(broker_id) as c:
+        r = c.call(32, v, {"resources": [{"resource_type": t, "resource_name": n,
+                                          "configuration_keys": k} for t, n, k in resources],
+                           "include_synonyms": True, "include_documentation": False})
+        plain = c.call(32, v, {"resources": [{"resource_type": 2, "resource_name": topic,
+                                              "configuration_keys": ["retention.ms"]}],
+                               "include_synonyms": False, "include_documentation": False})
+    assert [(int(x.resource_type), x.resource_name) for x in r.results] == \
+        [(t, n) for t, n, _ in resources]
+    assert [code(x.error_code) for x in r.results] == [
+        NONE, NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION, NONE, INVALID_REQUEST,
+        NONE, INVALID_REQUEST, INVALID_REQUEST], r.results
+    every = {e.name: e for e in r.results[0].configs}
+    ret = every["retention.ms"]
+    assert (ret.value, int(ret.config_source), ret.read_only, ret.is_sensitive) == \
+        ("3600000", 1, False, False), ret
+    assert [(s.name, s.value, int(s.source)) for s in ret.synonyms][:1] == \
+        [("retention.ms", "3600000", 1)], ret
+    seg = every["segment.bytes"]
+    assert (seg.value, int(seg.config_source)) == (str(1 << 30), 5), seg
+    assert [e.name for e in r.results[1].configs] == ["retention.ms", "segment.bytes"]
+    mir = {e.name: e for e in r.results[4].configs}
+    assert sorted(mir) == ["min.insync.replicas", "num.partitions"]
+    m = mir["min.insync.replicas"]
+    assert (m.value, int(m.config_source), m.read_only) == ("2", 4, True), m
+    assert [(s.name, s.value, int(s.source)) for s in m.synonyms] == [
+        ("min.insync.replicas", "2", 4), ("min.insync.replicas", "1", 5)], m
+    assert (mir["num.partitions"].value, int(mir["num.partitions"].config_source)) == ("1", 5)
+    assert r.results[6].configs == ()
+    for x in r.results[2:4] + r.results[5:6] + r.results[7:]:
+        assert x.error_message and x.configs == (), x
+    if v >= 3:
+        assert int(ret.config_type) == 5 and int(m.config_type) == 3  # LONG, INT
+    (p,) = plain.results[0].configs
+    assert (p.name, p.value, p.synonyms) == ("retention.ms", "3600000", ()), p
+
+
 CHECKS = {
     ApiKey.PRODUCE: _check_produce,
     ApiKey.FETCH: _check_fetch,
@@ -487,6 +622,9 @@ CHECKS = {
     ApiKey.DELETE_TOPICS: _check_delete_topics,
     ApiKey.INIT_PRODUCER_ID: _check_init_producer_id,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: _check_offset_for_leader_epoch,
+    ApiKey.DESCRIBE_GROUPS: _check_describe_groups,
+    ApiKey.LIST_GROUPS: _check_list_groups,
+    ApiKey.DESCRIBE_CONFIGS: _check_describe_configs,
 }
 
 
@@ -657,7 +795,7 @@ def test_truncated_frames_and_abrupt_disconnects(env: Env) -> None:
     assert_alive(env)
 
 
-@pytest.mark.parametrize("api_key", [-1, 15, 16, 17, 21, 24, 36, 50, 67, 999, 32767])
+@pytest.mark.parametrize("api_key", [-1, 17, 21, 24, 33, 36, 50, 67, 999, 32767])
 def test_unknown_api_keys_close(env: Env, api_key: int) -> None:
     payload = struct.pack(">hhih", api_key, 0, 5, -1) + b"\x00" * 12
     _send_and_expect_close(env, env.ids[api_key % 3], struct.pack(">i", len(payload)) + payload,
@@ -786,6 +924,13 @@ def _fuzz_seed(api_key: ApiKey, v: int) -> bytes:
                                          "partitions": [{"partition": 0,
                                                          "current_leader_epoch": -1,
                                                          "leader_epoch": 0}]}]},
+        ApiKey.DESCRIBE_GROUPS: {"groups": ["fz", "fz-join"],
+                                 "include_authorized_operations": True},
+        ApiKey.LIST_GROUPS: {"states_filter": ["Stable"], "types_filter": ["classic"]},
+        ApiKey.DESCRIBE_CONFIGS: {"resources": [
+            {"resource_type": 2, "resource_name": TOPIC, "configuration_keys": None},
+            {"resource_type": 4, "resource_name": "1", "configuration_keys": ["broker.id"]}],
+            "include_synonyms": True, "include_documentation": False},
     }
     return encode_request(request_body(api_key, v, data[api_key]), 1000 + v, "fz")
 
@@ -815,8 +960,8 @@ def _mutate(rng: random.Random, frame: bytes) -> bytes:
             data[2:4] = struct.pack(">h", rng.choice([-1, 0, 1, 3, 7, 12, 13, 99, 32767]))
         elif op == "key" and len(data) >= 2:
             # never 4-7 (the inter-broker APIs: a mutation could make a valid one)
-            data[0:2] = struct.pack(">h", rng.choice([0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 18,
-                                                      22, 23, 19, 20, 33, 99, -1]))
+            data[0:2] = struct.pack(">h", rng.choice([0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15,
+                                                      16, 18, 22, 23, 19, 20, 32, 33, 99, -1]))
     size = len(data)
     r = rng.random()
     if r < 0.05:

@@ -17,6 +17,8 @@ from kio.index import load_request_schema
 
 from broker.groups import find_coordinator_response, handle
 from broker.groups import records as rec
+from broker.groups.coordinator import OffsetAndMetadata
+from broker.groups.handlers import not_available_response
 from broker.wire import (
     API_TABLE,
     ApiKey,
@@ -40,6 +42,8 @@ KP = {
     ApiKey.HEARTBEAT: ("kafka.protocol.consumer", "Heartbeat"),
     ApiKey.LEAVE_GROUP: ("kafka.protocol.consumer", "LeaveGroup"),
     ApiKey.SYNC_GROUP: ("kafka.protocol.consumer", "SyncGroup"),
+    ApiKey.DESCRIBE_GROUPS: ("kafka.protocol.admin", "DescribeGroups"),
+    ApiKey.LIST_GROUPS: ("kafka.protocol.admin", "ListGroups"),
 }
 
 
@@ -451,3 +455,128 @@ async def test_kio_built_requests_work_too() -> None:
     resp = await handle(h.coord, req.api_key, req.api_version, req.body, None, "/h")
     assert resp.topics[0].partitions[0].error_code == 0  # type: ignore[attr-defined]
     assert h.coord.fetch_offsets("g", [("t", 3)])[1][0][2].offset == 9  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("version", list(_served(ApiKey.DESCRIBE_GROUPS)))
+@async_test
+async def test_describe_groups_at_every_version(version: int) -> None:
+    h = Harness()
+    await h.lead_all()
+    ids = await h.stable_group("g", 2)
+    c = Client(h, "c")
+    r = await c.call(ApiKey.DESCRIBE_GROUPS, version, groups=["g", "nope", ""],
+                     include_authorized_operations=True)
+    g, nope, empty = r.groups
+    assert (g.error_code, g.group_id, g.group_state) == (0, "g", "Stable")
+    assert (g.protocol_type, g.protocol_data) == ("consumer", "range")
+    assert [m.member_id for m in g.members] == ids
+    for i, m in enumerate(g.members):
+        assert (m.client_id, m.client_host) == (f"c{i}", "/127.0.0.1")
+        assert m.member_metadata == b"sub-range" and m.member_assignment == m.member_id.encode()
+    if version >= 3:
+        assert g.authorized_operations == {3, 6, 8}  # READ, DELETE, DESCRIBE
+    if version >= 6:
+        assert (nope.error_code, nope.error_message) == (69, "Group nope not found.")
+    else:
+        assert (nope.error_code, nope.group_state, nope.members) == (0, "Dead", [])
+    assert empty.error_code == (69 if version >= 6 else 0)  # "" is a valid id here
+    # a rebalancing group shows its members without metadata and no protocol
+    t = await h.join_new("g", client_id="late")
+    r = await c.call(ApiKey.DESCRIBE_GROUPS, version, groups=["g"],
+                     include_authorized_operations=False)
+    (g,) = r.groups
+    assert (g.group_state, g.protocol_data) == ("PreparingRebalance", "")
+    assert all(m.member_metadata == b"" and m.member_assignment == b"" for m in g.members)
+    t.cancel()
+
+
+@pytest.mark.parametrize("version", list(_served(ApiKey.LIST_GROUPS)))
+@async_test
+async def test_list_groups_at_every_version(version: int) -> None:
+    h = Harness()
+    await h.lead_all()
+    await h.stable_group("stable", 1)
+    assert await h.coord.commit_offsets(
+        "simple", -1, "", [("t", 0, OffsetAndMetadata(5))]) == [0]
+    c = Client(h, "c")
+    r = await c.call(ApiKey.LIST_GROUPS, version, states_filter=[], types_filter=[])
+    assert r.error_code == 0
+    got = {g.group_id: g for g in r.groups}
+    assert sorted(got) == ["simple", "stable"]
+    assert (got["stable"].protocol_type, got["simple"].protocol_type) == ("consumer", "")
+    if version >= 4:
+        assert (got["stable"].group_state, got["simple"].group_state) == ("Stable", "Empty")
+        r = await c.call(ApiKey.LIST_GROUPS, version, states_filter=["empty"], types_filter=[])
+        assert [g.group_id for g in r.groups] == ["simple"]
+    if version >= 5:
+        assert got["stable"].group_type == "classic"
+        r = await c.call(ApiKey.LIST_GROUPS, version, states_filter=[],
+                         types_filter=["consumer"])
+        assert r.groups == []
+    # a partition still loading: the groups so far and COORDINATOR_LOAD_IN_PROGRESS
+    h.coord.on_resigned(0)
+    h.coord._loading[0] = asyncio.get_running_loop().create_future()  # type: ignore[assignment]
+    r = await c.call(ApiKey.LIST_GROUPS, version, states_filter=[], types_filter=[])
+    assert r.error_code == 14
+    h.coord._loading.pop(0).cancel()
+    await h.coord.close()
+    r = await c.call(ApiKey.LIST_GROUPS, version, states_filter=[], types_filter=[])
+    assert (r.error_code, r.groups) == (15, [])
+
+
+GROUP_BODIES: dict[ApiKey, dict[str, Any]] = {
+    ApiKey.FIND_COORDINATOR: {"key": "g", "key_type": 0},
+    ApiKey.JOIN_GROUP: {"group_id": "g", "session_timeout": 10_000, "rebalance_timeout": 5_000,
+                        "member_id": "m", "group_instance_id": None, "protocol_type": "consumer",
+                        "protocols": [{"name": "range", "metadata": b""}]},
+    ApiKey.SYNC_GROUP: {"group_id": "g", "generation_id": 1, "member_id": "m",
+                        "group_instance_id": None, "protocol_type": "consumer",
+                        "protocol_name": "range", "assignments": []},
+    ApiKey.HEARTBEAT: {"group_id": "g", "generation_id": 1, "member_id": "m",
+                       "group_instance_id": None},
+    ApiKey.LEAVE_GROUP: {"group_id": "g", "member_id": "m", "members": [
+        {"member_id": "m", "group_instance_id": None, "reason": None},
+        {"member_id": "n", "group_instance_id": None, "reason": None}]},
+    ApiKey.OFFSET_COMMIT: {"group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "",
+                           "group_instance_id": None, "retention_time": -1, "topics": [
+                               {"name": "t", "partitions": [
+                                   {"partition_index": 0, "committed_offset": 1,
+                                    "committed_leader_epoch": -1, "committed_metadata": ""},
+                                   {"partition_index": 1, "committed_offset": 1,
+                                    "committed_leader_epoch": -1, "committed_metadata": ""}]}]},
+    ApiKey.OFFSET_FETCH: {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0, 1]}],
+                          "require_stable": False},
+    ApiKey.DESCRIBE_GROUPS: {"groups": ["g", "h"], "include_authorized_operations": True},
+    ApiKey.LIST_GROUPS: {"states_filter": [], "types_filter": []},
+}
+
+
+def _codes(x: Any) -> list[int]:
+    out: list[int] = []
+    if hasattr(x, "__dataclass_fields__"):
+        for name in x.__dataclass_fields__:
+            v = getattr(x, name)
+            out += [int(v)] if name == "error_code" else _codes(v)
+    elif isinstance(x, tuple):
+        for item in x:
+            out += _codes(item)
+    return out
+
+
+@pytest.mark.parametrize(("key", "version"), [(k, v) for k in GROUP_BODIES for v in _served(k)],
+                         ids=lambda x: str(x))
+def test_not_available_response_at_every_version(key: ApiKey, version: int) -> None:
+    """What a broker answers while its coordinator is not started: the error everywhere."""
+    body = build(load_request_schema(key, version), GROUP_BODIES[key])
+    resp = not_available_response(key, version, body, 15)
+    assert type(resp) is response_class(key, version)
+    frame = encode_response(7, resp)
+    again = decode_response(frame[4:], key, version)
+    assert isinstance(again, DecodedResponse) and again.body == resp
+    codes = _codes(resp)
+    expected = {ApiKey.OFFSET_COMMIT: 2, ApiKey.DESCRIBE_GROUPS: 2}.get(key, 1)
+    if key == ApiKey.OFFSET_FETCH and version < 2:
+        expected = 2
+    if key == ApiKey.LEAVE_GROUP and version >= 3:
+        expected = 3
+    assert codes == [15] * expected, resp
