@@ -428,8 +428,9 @@ def _scenario(opts: CampaignOptions) -> Any:
                             picked.update(got)
                 if v not in picked:
                     return {"error": f"no target: no {v}", "picked": dict(picked)}
+                killed = execute(KillNode((picked[v],)), runtime, rng, focus)
                 return {"picked": dict(picked),
-                        **execute(KillNode((picked[v],)), runtime, rng, focus)}
+                        **(killed if isinstance(killed, dict) else {"result": killed})}
         return execute(fault, runtime, rng, focus)
 
     session_s = float(opts.server_properties()["zookeeper.session.timeout.ms"]) / 1000
@@ -520,11 +521,8 @@ def _main_phase(opts: CampaignOptions, runtime: Any, run_dir: Path, results: dic
     focus = _focus(opts)
     nemesis_stop = threading.Event()
 
-    def sink(op: Any) -> None:
-        recorder.nemesis(op.f, op.value)
-
-    nemesis = run_nemesis(runtime, package, sink, nemesis_stop, deadline, seed=opts.seed,
-                          focus=focus, final=True)
+    nemesis = run_nemesis(runtime, package, recorder.nemesis, nemesis_stop, deadline,
+                          seed=opts.seed, focus=focus, final=True)
     results["nemesis"] = {"package": package.name, "fs": sorted(package.fs)}
 
     def before_final() -> None:
@@ -533,7 +531,7 @@ def _main_phase(opts: CampaignOptions, runtime: Any, run_dir: Path, results: dic
         if nemesis.error is not None:
             results["nemesis"]["error"] = f"{type(nemesis.error).__name__}: {nemesis.error}"
         if opts.bootstrap is None:
-            heal_all(runtime, sink)
+            heal_all(runtime, recorder.nemesis)
 
     reporter = _Reporter(recorder, nemesis, deadline, progress, abort, client_logs)
     reporter.start()

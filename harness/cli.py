@@ -37,7 +37,7 @@ def _opt(metavar: str, panel: str, help: str) -> Any:
 
 # Exhausted in about a minute. The larger bounds (3 brokers, 2 records, 3 leader
 # epochs, 1 crash) are `--records 2 --leader-epochs 3`, which takes far longer (README).
-DEFAULT_BOUNDS = {"brokers": 3, "records": 1, "leader_epochs": 2, "crashes": 1}
+DEFAULT_BOUNDS: dict[str, Any] = {"brokers": 3, "records": 1, "leader_epochs": 2, "crashes": 1}
 
 spec_app = typer.Typer(no_args_is_help=True, help="The formal side: model checker, bugs, Z3.")
 # the first panel, "Commands", holds where to start (campaign, report, spec); then:
@@ -128,7 +128,7 @@ def spec_check(
     if invariant:
         invariants = tuple(invariant)
     strategy = strategy or "bfs"
-    overrides = {k: v for k, v in dict(
+    overrides: dict[str, Any] = {k: v for k, v in dict(
         brokers=brokers, records=records, leader_epochs=leader_epochs,
         controller_epochs=controller_epochs, crashes=crashes, lossy_crashes=lossy_crashes,
         expiries=expiries, leader_moves=leader_moves, drops=drops, duplicates=duplicates,
