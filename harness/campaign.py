@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.history import JsonlWriter, read_jsonl
+from harness.runtime.base import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +171,7 @@ class LiveProbe(threading.Thread):
       leader epoch (across all samples of the run).
     """
 
-    def __init__(self, runtime: Any, stop: threading.Event) -> None:
+    def __init__(self, runtime: Runtime | None, stop: threading.Event) -> None:
         super().__init__(name="live-probe", daemon=True)
         self.runtime = runtime
         self.stop_event = stop
@@ -216,6 +217,8 @@ class LiveProbe(threading.Thread):
                                   leaders=sorted({other, me}))
 
     def run(self) -> None:
+        if self.runtime is None:
+            return
         while not self.stop_event.wait(PROBE_INTERVAL_S):
             for node in self.runtime.nodes:
                 try:
@@ -246,7 +249,7 @@ class CampaignResult:
     results: dict[str, Any]
 
 
-def _runtime(opts: CampaignOptions, run_dir: Path) -> Any:
+def _runtime(opts: CampaignOptions, run_dir: Path) -> Runtime:
     if opts.bootstrap is not None:
         from harness.runtime.existing import ExistingClusterRuntime
 
@@ -312,7 +315,7 @@ SCENARIOS: dict[str, str] = {
 }
 
 
-def _victims(runtime: Any, prefix: str, scenario: str) -> dict[str, Any]:
+def _victims(runtime: Runtime, prefix: str, scenario: str) -> dict[str, Any]:
     """{"X": node, "Y": node, "partitions": n, "exposed": m} for `scenario` (see SCENARIOS),
     from every broker's replica states: of the `prefix*` partitions led by X, n are ones where
     the round can hurt (crash-leader-then-successor: Y is the successor; -then-follower: Y a
@@ -321,18 +324,19 @@ def _victims(runtime: Any, prefix: str, scenario: str) -> dict[str, Any]:
     the third replica's HW / the successor's HW / every other replica's log end). The pair
     with the most exposed records, then the most partitions; on ties a Y that leads few
     partitions, and neither the controller."""
-    from harness.runtime.base import node_id, node_name
+    from harness.runtime.base import ReplicaState, node_id, node_name
 
-    replicas: dict[tuple[str, int], dict[int, Mapping[str, Any]]] = {}
-    for n in runtime.nodes:
+    replicas: dict[tuple[str, int], dict[int, ReplicaState]] = {}
+    for node in runtime.nodes:
         try:
-            states = runtime.replica_states(n, timeout_s=1.0)["replicas"]
+            states = runtime.replica_states(node, timeout_s=1.0)["replicas"]
         except Exception:
             continue
-        for r in states:
-            if r["topic"].startswith(prefix):
-                replicas.setdefault((r["topic"], int(r["partition"])), {})[node_id(n)] = r
-    best: dict[tuple[str, int], Mapping[str, Any]] = {}
+        for state in states:
+            if state["topic"].startswith(prefix):
+                replicas.setdefault((state["topic"], int(state["partition"])), {})[
+                    node_id(node)] = state
+    best: dict[tuple[str, int], ReplicaState] = {}
     for tp, rs in replicas.items():
         for r in rs.values():
             if r["role"] == "leader" and (
@@ -502,7 +506,7 @@ def run_campaign(opts: CampaignOptions,
         handler.close()
 
 
-def _main_phase(opts: CampaignOptions, runtime: Any, run_dir: Path, results: dict[str, Any],
+def _main_phase(opts: CampaignOptions, runtime: Runtime, run_dir: Path, results: dict[str, Any],
                 progress: Callable[[dict[str, Any]], None] | None,
                 client_logs: Any = None) -> None:
     from harness.workloads.recorder import Recorder
