@@ -91,17 +91,24 @@ class CampaignOptions:
 
     def __post_init__(self) -> None:
         if self.workload not in ("queue", "register"):
-            raise ValueError("workload must be queue or register")
+            raise ValueError(f"--workload must be queue or register; got {self.workload!r}")
         if self.time_limit_s <= 0 or self.brokers < 1:
-            raise ValueError("time limit and brokers must be positive")
+            raise ValueError("--time-limit and --brokers must be positive")
         if self.bootstrap is not None:
             _check_bootstrap(self.bootstrap)
         from nemesis.faults import check_spec
 
         for t in self.nemesis_targets:
-            check_spec(t)
+            try:
+                check_spec(t)
+            except ValueError:
+                raise ValueError(f"--nemesis-targets: unknown node spec {t!r}") from None
         if self.scenario is not None and self.scenario not in SCENARIOS:
-            raise ValueError(f"scenario must be one of {', '.join(SCENARIOS)}")
+            raise ValueError(f"--scenario must be one of {', '.join(SCENARIOS)}; "
+                             f"got {self.scenario!r}")
+        from harness.preflight import check_options
+
+        check_options(self)  # every other value (issue #16)
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -125,10 +132,9 @@ class CampaignOptions:
 
 
 def _check_bootstrap(bootstrap: str) -> None:
-    for hp in bootstrap.split(","):
-        host, _, port = hp.strip().rpartition(":")
-        if not host or not port.isdigit():
-            raise ValueError(f"bootstrap servers are host:port[,host:port]; got {bootstrap!r}")
+    from harness.preflight import parse_bootstrap
+
+    parse_bootstrap(bootstrap)
 
 
 # ---------------------------------------------------------------------------------------
