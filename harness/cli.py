@@ -532,4 +532,31 @@ def main() -> None:
     from harness.clients.logs import quiet
 
     quiet()  # client libraries' logs never reach the terminal (a campaign files them)
-    app()
+    sys.exit(_run(sys.argv[1:]))
+
+
+def _run(args: list[str]) -> int:
+    """The app, with a command-line mistake (`--rf x`, an unknown option) reported in one
+    line instead of a boxed panel: exit 3 for `campaign` (its code for bad input), the usual
+    2 elsewhere."""
+    from typer import Abort
+    from typer._click.exceptions import ClickException, UsageError
+
+    try:
+        rv = app(args, prog_name="hiwater", standalone_mode=False)
+    except UsageError as e:
+        if type(e).__name__ == "NoArgsIsHelpError":  # the help is already printed
+            return e.exit_code
+        path = e.ctx.command_path if e.ctx is not None else "hiwater"
+        typer.echo(f"{path}: {e.format_message()} (see {path} --help)", err=True)
+        return EXIT_BAD_INPUT if path.split()[1:2] == ["campaign"] else e.exit_code
+    except ClickException as e:
+        e.show()
+        return e.exit_code
+    except Abort:
+        typer.echo("Aborted!", err=True)
+        return 1
+    return rv if isinstance(rv, int) else 0
+
+
+EXIT_BAD_INPUT = 3

@@ -57,6 +57,11 @@ def check_options(opts: CampaignOptions) -> None:
     local = opts.bootstrap is None
     if opts.acks not in ACKS:
         raise ValueError(f"--acks must be all, 1 or 0 (or -1); got {opts.acks!r}")
+    if opts.idempotence and opts.acks not in ("all", "-1"):
+        raise ValueError(f"--acks {opts.acks} needs --no-idempotence (idempotent producers "
+                         "need acks=all)")
+    if opts.target_leader and opts.workload != "queue":
+        raise ValueError("--target-leader aims at a queue partition: it needs --workload queue")
     known = _nemesis_names()
     for name in opts.nemesis:
         for part in name.split(","):

@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 BAD = [
     (["--acks", "7"], "--acks"),
+    (["--acks", "1"], "--no-idempotence"),
     (["--nemesis", "bogus"], "--nemesis"),
     (["--workload", "bogus"], "--workload"),
     (["--rf", "4"], "--rf 4 is above --brokers 3"),
@@ -35,6 +36,8 @@ BAD = [
     (["--sub-via", "sideways"], "--sub-via"),
     (["--concurrency", "0"], "--concurrency"),
     (["--name", "latest"], "--name"),
+    (["--rf", "x"], "--rf"),  # the command line's own errors: the same one line
+    (["--no-such-option"], "--no-such-option"),
 ]
 
 
