@@ -23,7 +23,7 @@ import abc
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from nemesis.port import (
     ClusterRuntimeError,
@@ -230,6 +230,13 @@ class Runtime(abc.ABC):
 
     @abc.abstractmethod
     def remove_toxics(self, node: str | None = None) -> FaultReport: ...
+
+
+if TYPE_CHECKING:
+    from nemesis.port import Cluster
+
+    def _satisfies_the_nemesis_port(runtime: Runtime) -> Cluster:
+        return runtime  # mypy checks every Runtime is a nemesis.port.Cluster
 
 
 __all__ = ["ZOOKEEPER_NODE", "BrokerState", "ClusterRuntimeError", "FaultReport",
