@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.history import JsonlWriter, read_jsonl
+from harness.runtime.base import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -90,17 +91,24 @@ class CampaignOptions:
 
     def __post_init__(self) -> None:
         if self.workload not in ("queue", "register"):
-            raise ValueError("workload must be queue or register")
+            raise ValueError(f"--workload must be queue or register; got {self.workload!r}")
         if self.time_limit_s <= 0 or self.brokers < 1:
-            raise ValueError("time limit and brokers must be positive")
+            raise ValueError("--time-limit and --brokers must be positive")
         if self.bootstrap is not None:
             _check_bootstrap(self.bootstrap)
         from nemesis.faults import check_spec
 
         for t in self.nemesis_targets:
-            check_spec(t)
+            try:
+                check_spec(t)
+            except ValueError:
+                raise ValueError(f"--nemesis-targets: unknown node spec {t!r}") from None
         if self.scenario is not None and self.scenario not in SCENARIOS:
-            raise ValueError(f"scenario must be one of {', '.join(SCENARIOS)}")
+            raise ValueError(f"--scenario must be one of {', '.join(SCENARIOS)}; "
+                             f"got {self.scenario!r}")
+        from harness.preflight import check_options
+
+        check_options(self)  # every other value (issue #16)
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -124,10 +132,9 @@ class CampaignOptions:
 
 
 def _check_bootstrap(bootstrap: str) -> None:
-    for hp in bootstrap.split(","):
-        host, _, port = hp.strip().rpartition(":")
-        if not host or not port.isdigit():
-            raise ValueError(f"bootstrap servers are host:port[,host:port]; got {bootstrap!r}")
+    from harness.preflight import parse_bootstrap
+
+    parse_bootstrap(bootstrap)
 
 
 # ---------------------------------------------------------------------------------------
@@ -170,7 +177,7 @@ class LiveProbe(threading.Thread):
       leader epoch (across all samples of the run).
     """
 
-    def __init__(self, runtime: Any, stop: threading.Event) -> None:
+    def __init__(self, runtime: Runtime | None, stop: threading.Event) -> None:
         super().__init__(name="live-probe", daemon=True)
         self.runtime = runtime
         self.stop_event = stop
@@ -216,6 +223,8 @@ class LiveProbe(threading.Thread):
                                   leaders=sorted({other, me}))
 
     def run(self) -> None:
+        if self.runtime is None:
+            return
         while not self.stop_event.wait(PROBE_INTERVAL_S):
             for node in self.runtime.nodes:
                 try:
@@ -246,7 +255,7 @@ class CampaignResult:
     results: dict[str, Any]
 
 
-def _runtime(opts: CampaignOptions, run_dir: Path) -> Any:
+def _runtime(opts: CampaignOptions, run_dir: Path) -> Runtime:
     if opts.bootstrap is not None:
         from harness.runtime.existing import ExistingClusterRuntime
 
@@ -312,7 +321,7 @@ SCENARIOS: dict[str, str] = {
 }
 
 
-def _victims(runtime: Any, prefix: str, scenario: str) -> dict[str, Any]:
+def _victims(runtime: Runtime, prefix: str, scenario: str) -> dict[str, Any]:
     """{"X": node, "Y": node, "partitions": n, "exposed": m} for `scenario` (see SCENARIOS),
     from every broker's replica states: of the `prefix*` partitions led by X, n are ones where
     the round can hurt (crash-leader-then-successor: Y is the successor; -then-follower: Y a
@@ -321,18 +330,19 @@ def _victims(runtime: Any, prefix: str, scenario: str) -> dict[str, Any]:
     the third replica's HW / the successor's HW / every other replica's log end). The pair
     with the most exposed records, then the most partitions; on ties a Y that leads few
     partitions, and neither the controller."""
-    from harness.runtime.base import node_id, node_name
+    from harness.runtime.base import ReplicaState, node_id, node_name
 
-    replicas: dict[tuple[str, int], dict[int, Mapping[str, Any]]] = {}
-    for n in runtime.nodes:
+    replicas: dict[tuple[str, int], dict[int, ReplicaState]] = {}
+    for node in runtime.nodes:
         try:
-            states = runtime.replica_states(n, timeout_s=1.0)["replicas"]
+            states = runtime.replica_states(node, timeout_s=1.0)["replicas"]
         except Exception:
             continue
-        for r in states:
-            if r["topic"].startswith(prefix):
-                replicas.setdefault((r["topic"], int(r["partition"])), {})[node_id(n)] = r
-    best: dict[tuple[str, int], Mapping[str, Any]] = {}
+        for state in states:
+            if state["topic"].startswith(prefix):
+                replicas.setdefault((state["topic"], int(state["partition"])), {})[
+                    node_id(node)] = state
+    best: dict[tuple[str, int], ReplicaState] = {}
     for tp, rs in replicas.items():
         for r in rs.values():
             if r["role"] == "leader" and (
@@ -428,8 +438,9 @@ def _scenario(opts: CampaignOptions) -> Any:
                             picked.update(got)
                 if v not in picked:
                     return {"error": f"no target: no {v}", "picked": dict(picked)}
+                killed = execute(KillNode((picked[v],)), runtime, rng, focus)
                 return {"picked": dict(picked),
-                        **execute(KillNode((picked[v],)), runtime, rng, focus)}
+                        **(killed if isinstance(killed, dict) else {"result": killed})}
         return execute(fault, runtime, rng, focus)
 
     session_s = float(opts.server_properties()["zookeeper.session.timeout.ms"]) / 1000
@@ -501,7 +512,7 @@ def run_campaign(opts: CampaignOptions,
         handler.close()
 
 
-def _main_phase(opts: CampaignOptions, runtime: Any, run_dir: Path, results: dict[str, Any],
+def _main_phase(opts: CampaignOptions, runtime: Runtime, run_dir: Path, results: dict[str, Any],
                 progress: Callable[[dict[str, Any]], None] | None,
                 client_logs: Any = None) -> None:
     from harness.workloads.recorder import Recorder
@@ -520,11 +531,8 @@ def _main_phase(opts: CampaignOptions, runtime: Any, run_dir: Path, results: dic
     focus = _focus(opts)
     nemesis_stop = threading.Event()
 
-    def sink(op: Any) -> None:
-        recorder.nemesis(op.f, op.value)
-
-    nemesis = run_nemesis(runtime, package, sink, nemesis_stop, deadline, seed=opts.seed,
-                          focus=focus, final=True)
+    nemesis = run_nemesis(runtime, package, recorder.nemesis, nemesis_stop, deadline,
+                          seed=opts.seed, focus=focus, final=True)
     results["nemesis"] = {"package": package.name, "fs": sorted(package.fs)}
 
     def before_final() -> None:
@@ -533,7 +541,7 @@ def _main_phase(opts: CampaignOptions, runtime: Any, run_dir: Path, results: dic
         if nemesis.error is not None:
             results["nemesis"]["error"] = f"{type(nemesis.error).__name__}: {nemesis.error}"
         if opts.bootstrap is None:
-            heal_all(runtime, sink)
+            heal_all(runtime, recorder.nemesis)
 
     reporter = _Reporter(recorder, nemesis, deadline, progress, abort, client_logs)
     reporter.start()

@@ -37,7 +37,7 @@ def _opt(metavar: str, panel: str, help: str) -> Any:
 
 # Exhausted in about a minute. The issue's larger bounds (3 brokers, 2 records, 3 leader
 # epochs, 1 crash) are `--records 2 --leader-epochs 3`, which takes far longer (README).
-DEFAULT_BOUNDS = {"brokers": 3, "records": 1, "leader_epochs": 2, "crashes": 1}
+DEFAULT_BOUNDS: dict[str, Any] = {"brokers": 3, "records": 1, "leader_epochs": 2, "crashes": 1}
 
 spec_app = typer.Typer(no_args_is_help=True, help="The formal side: model checker, bugs, Z3.")
 # the first panel, "Commands", holds where to start (campaign, report, spec); then:
@@ -128,7 +128,7 @@ def spec_check(
     if invariant:
         invariants = tuple(invariant)
     strategy = strategy or "bfs"
-    overrides = {k: v for k, v in dict(
+    overrides: dict[str, Any] = {k: v for k, v in dict(
         brokers=brokers, records=records, leader_epochs=leader_epochs,
         controller_epochs=controller_epochs, crashes=crashes, lossy_crashes=lossy_crashes,
         expiries=expiries, leader_moves=leader_moves, drops=drops, duplicates=duplicates,
@@ -377,11 +377,13 @@ def campaign_cmd(
     writes store/NAME/TIME/report.html (client libraries' logs go to
     logs/clients.log there)."""
     from harness.campaign import EXIT_ERROR, CampaignOptions, run_campaign
+    from harness.preflight import check_bootstrap_reachable, check_zookeeper
     from harness.report.progress import Progress
 
     try:
-        if any("=" not in o for o in override or []):
-            raise ValueError("--override needs key=value")
+        for o in override or []:
+            if "=" not in o or not o.split("=", 1)[0].strip():
+                raise ValueError(f"--override needs key=value; got {o!r}")
         opts = CampaignOptions(
             name=name, workload=workload, time_limit_s=time_limit, seed=seed,
             nemesis=tuple(n for n in nemesis.split(",") if n), nemesis_interval_s=nemesis_interval,
@@ -394,6 +396,13 @@ def campaign_cmd(
             acks=acks, idempotence=idempotence, concurrency=concurrency, rate=rate,
             sub_via=tuple(x for x in sub_via.split(",") if x), crash_clients=crash_clients,
             bootstrap=bootstrap, store=store)
+        # what the values alone cannot tell; all before anything starts (issue #16)
+        if "leader" in opts.nemesis_targets and not opts.target_leader:
+            raise ValueError("--nemesis-targets leader needs --target-leader")
+        if opts.bootstrap is None:
+            check_zookeeper()
+        else:
+            check_bootstrap_reachable(opts.bootstrap)
     except ValueError as e:
         typer.echo(f"hiwater campaign: {e}", err=True)
         raise typer.Exit(EXIT_ERROR) from None
@@ -476,16 +485,28 @@ def cluster_up(
     Prints the bootstrap servers once the cluster serves Metadata and
     leaves it running (hiwater cluster down stops it)."""
     from broker.runtime.cluster import STATE_FILE, ClusterError, LocalCluster
+    from broker.runtime.zkserver import ZooKeeperError
+    from harness.preflight import MAX_BROKERS, check_zookeeper
 
     if (directory / STATE_FILE).exists():
         typer.echo(f"a cluster is already recorded in {directory}: run `hiwater cluster down "
                    f"--dir {directory}` first", err=True)
         raise typer.Exit(1)
-    pairs = dict(item.split("=", 1) for item in override or [] if "=" in item)
+    try:
+        if not 1 <= brokers <= MAX_BROKERS:
+            raise ValueError(f"--brokers must be 1..{MAX_BROKERS}; got {brokers}")
+        bad = [item for item in override or [] if "=" not in item]
+        if bad:
+            raise ValueError(f"--override needs key=value; got {bad[0]!r}")
+        check_zookeeper()
+    except ValueError as e:
+        typer.echo(f"hiwater cluster up: {e}", err=True)
+        raise typer.Exit(1) from None
+    pairs = dict(item.split("=", 1) for item in override or [])
     cluster = LocalCluster(directory, brokers, pairs)
     try:
         cluster.start()
-    except ClusterError as e:
+    except (ClusterError, ZooKeeperError) as e:
         typer.echo(f"cluster did not start: {e}", err=True)
         raise typer.Exit(1) from None
     cluster.save_state()
@@ -511,4 +532,31 @@ def main() -> None:
     from harness.clients.logs import quiet
 
     quiet()  # client libraries' logs never reach the terminal (a campaign files them)
-    app()
+    sys.exit(_run(sys.argv[1:]))
+
+
+def _run(args: list[str]) -> int:
+    """The app, with a command-line mistake (`--rf x`, an unknown option) reported in one
+    line instead of a boxed panel: exit 3 for `campaign` (its code for bad input), the usual
+    2 elsewhere."""
+    from typer import Abort
+    from typer._click.exceptions import ClickException, UsageError
+
+    try:
+        rv = app(args, prog_name="hiwater", standalone_mode=False)
+    except UsageError as e:
+        if type(e).__name__ == "NoArgsIsHelpError":  # the help is already printed
+            return e.exit_code
+        path = e.ctx.command_path if e.ctx is not None else "hiwater"
+        typer.echo(f"{path}: {e.format_message()} (see {path} --help)", err=True)
+        return EXIT_BAD_INPUT if path.split()[1:2] == ["campaign"] else e.exit_code
+    except ClickException as e:
+        e.show()
+        return e.exit_code
+    except Abort:
+        typer.echo("Aborted!", err=True)
+        return 1
+    return rv if isinstance(rv, int) else 0
+
+
+EXIT_BAD_INPUT = 3

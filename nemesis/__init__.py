@@ -1,5 +1,9 @@
 """The nemesis: faults as data, schedules, packages, and a runner that applies them to a
-`harness.runtime.Runtime` and records them in the history (process "nemesis", `info` pairs).
+cluster and records them (Jepsen's `info` pairs of process "nemesis").
+
+- `nemesis.port`: what the nemesis needs from the world: `Cluster` (a Protocol of the fault
+  operations, which the harness's runtimes satisfy), its errors, and `Record` (the callback the
+  ops go to). The nemesis imports nothing of the harness; the harness depends on it.
 
 - `nemesis.faults`: `PartitionNetwork`, `HealNetwork`, `KillNode`, `StartNode`, `PauseNode`,
   `ResumeNode`, `WipeDisk`, `LoseUnflushed`, `CorruptSegment`, `CleanRestart`, `Toxic`,
@@ -10,6 +14,6 @@
 - `nemesis.packages`: `Package`, the standard packages, `compose`, `rotating_package`,
   `package_for`;
 - `nemesis.executor`: `execute` (one fault on a runtime), `heal_all`;
-- `nemesis.runner`: `run_nemesis`, `heal_all` (recorded), sinks;
+- `nemesis.runner`: `run_nemesis`, `heal_all` (recorded);
 - `nemesis.toxiproxy`: the project's Toxiproxy-compatible proxy.
 """

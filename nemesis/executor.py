@@ -1,4 +1,4 @@
-"""Carry out a fault on a `Runtime`; say what happened as the history value of the completion.
+"""Carry out a fault on a `Cluster`; say what happened as the history value of the completion.
 
 `execute(fault, runtime, rng, focus)` never raises for a fault that could not be done: the
 value then has `"error"` (or `"unsupported"` with the runtime's reason), as Jepsen records a
@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Any
 
-from harness.runtime.base import FaultUnsupported, Runtime
 from nemesis import grudges
 from nemesis.faults import (
     CleanRestart,
@@ -36,11 +34,12 @@ from nemesis.faults import (
     Toxic,
     WipeDisk,
 )
+from nemesis.port import Cluster, FaultReport, FaultUnsupported
 from nemesis.targets import TargetError, choose, resolve
 
 
-def _each(nodes: tuple[str, ...], fn: Callable[[str], Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _each(nodes: tuple[str, ...], fn: Callable[[str], object]) -> FaultReport:
+    out: FaultReport = {}
     for n in nodes:
         try:
             r = fn(n)
@@ -52,8 +51,8 @@ def _each(nodes: tuple[str, ...], fn: Callable[[str], Any]) -> dict[str, Any]:
     return out
 
 
-def _down_then(runtime: Runtime, node: str, change: Callable[[str], dict[str, Any]]
-               ) -> dict[str, Any]:
+def _down_then(runtime: Cluster, node: str, change: Callable[[str], FaultReport]
+               ) -> FaultReport:
     runtime.kill(node)
     try:
         changed = change(node)
@@ -63,12 +62,12 @@ def _down_then(runtime: Runtime, node: str, change: Callable[[str], dict[str, An
     return changed
 
 
-def _without_node(changed: dict[str, Any]) -> dict[str, Any]:
+def _without_node(changed: FaultReport) -> FaultReport:
     changed.pop("node", None)
     return changed
 
 
-def partition_grudge(fault: PartitionNetwork, runtime: Runtime, rng: random.Random,
+def partition_grudge(fault: PartitionNetwork, runtime: Cluster, rng: random.Random,
                      focus: LeaderOf | None) -> dict[str, tuple[str, ...]]:
     nodes = list(runtime.nodes)
     zk = runtime.zookeeper_node
@@ -108,7 +107,7 @@ CAPABILITY = {
 }
 
 
-def unsupported_reason(fault: Fault, runtime: Runtime) -> str | None:
+def unsupported_reason(fault: Fault, runtime: Cluster) -> str | None:
     """Why the runtime cannot do this fault at all (checked before choosing targets)."""
     caps = runtime.capabilities()
     if isinstance(fault, PartitionNetwork) and fault.shape == "isolate-from-zookeeper":
@@ -117,8 +116,8 @@ def unsupported_reason(fault: Fault, runtime: Runtime) -> str | None:
     return caps.get(name) if name is not None else None
 
 
-def execute(fault: Fault, runtime: Runtime, rng: random.Random,
-            focus: LeaderOf | None = None) -> Any:
+def execute(fault: Fault, runtime: Cluster, rng: random.Random,
+            focus: LeaderOf | None = None) -> object:
     """Apply `fault`; the completion value (see the module docstring)."""
     reason = unsupported_reason(fault, runtime)
     if reason is not None:
@@ -133,8 +132,8 @@ def execute(fault: Fault, runtime: Runtime, rng: random.Random,
         return {"error": f"{type(e).__name__}: {e}"}
 
 
-def _execute(fault: Fault, runtime: Runtime, rng: random.Random,
-             focus: LeaderOf | None) -> Any:
+def _execute(fault: Fault, runtime: Cluster, rng: random.Random,
+             focus: LeaderOf | None) -> object:
     if isinstance(fault, PartitionNetwork):
         g = partition_grudge(fault, runtime, rng, focus)
         if not g:
@@ -197,7 +196,7 @@ def _execute(fault: Fault, runtime: Runtime, rng: random.Random,
         return _each(nodes, lambda n: {"result": _down_then(
             runtime, n, lambda m: runtime.corrupt_segment(m, seed, fault.kind))})
     if isinstance(fault, CleanRestart):
-        def restart(n: str) -> dict[str, Any]:
+        def restart(n: str) -> FaultReport:
             runtime.stop_node(n)
             runtime.start_node(n)
             return {"result": "restarted"}
@@ -205,10 +204,10 @@ def _execute(fault: Fault, runtime: Runtime, rng: random.Random,
     raise ValueError(f"no executor for {type(fault).__name__}")
 
 
-def heal_all(runtime: Runtime) -> dict[str, Any]:
+def heal_all(runtime: Cluster) -> FaultReport:
     """The final phase: heal the network, remove toxics, resume paused nodes, start nodes that
     are down. Each step is tried even if an earlier one failed; the report says what each did."""
-    report: dict[str, Any] = {}
+    report: FaultReport = {}
     try:
         report["network"] = runtime.heal()
     except Exception as e:
@@ -218,9 +217,9 @@ def heal_all(runtime: Runtime) -> dict[str, Any]:
     except Exception as e:
         report["toxics"] = {"error": f"{type(e).__name__}: {e}"}
     caps = runtime.capabilities()
-    resumed: dict[str, Any] = {}
-    started: dict[str, Any] = {}
-    errors: dict[str, Any] = {}
+    resumed: FaultReport = {}
+    started: FaultReport = {}
+    errors: FaultReport = {}
     if caps.get("resume", None) is None and caps.get("start", None) is None:
         for n in runtime.nodes:
             try:

@@ -15,9 +15,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from harness.runtime.base import Runtime
 from nemesis import schedule
 from nemesis.executor import execute
 from nemesis.faults import (
@@ -38,9 +36,11 @@ from nemesis.faults import (
     Toxic,
     WipeDisk,
 )
+from nemesis.port import Cluster
 from nemesis.schedule import Choice, GeneratorFactory, Step
 
-Executor = Callable[[Fault, Runtime, random.Random, LeaderOf | None], Any]
+#: carries out one fault; returns the completion's value (see `nemesis.executor`)
+Executor = Callable[[Fault, Cluster, random.Random, LeaderOf | None], object]
 DEFAULT_INTERVAL_S = 15.0  # Jepsen Redpanda's --nemesis-interval
 FINAL_ORDER = (HealNetwork, RemoveToxics, ResumeNode, StartNode)
 

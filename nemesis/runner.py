@@ -1,85 +1,41 @@
-"""Running a package against a runtime, recording every fault in the history as Jepsen does:
-an `info` invocation and an `info` completion with process `"nemesis"`.
+"""Running a package against a cluster, recording every fault as Jepsen does: an `info`
+invocation and an `info` completion with process `"nemesis"`.
 
     stop = threading.Event()
-    runner = run_nemesis(runtime, package, sink, stop, deadline=time.monotonic() + 60, seed=7)
+    runner = run_nemesis(cluster, package, record, stop, deadline=time.monotonic() + 60, seed=7)
     ...                                   # clients run meanwhile
     runner.join(timeout=120)              # it ends by itself at the deadline, then runs finals
-    heal_all(runtime, sink)               # the campaign's final phase (records one "heal" pair)
+    heal_all(cluster, record)             # the campaign's final phase (records one "heal" pair)
 
-The sink receives `Op`s with `index=-1` (the sink numbers them, as `JsonlWriter.append` does)
-and `time_ns` measured from `t0_ns` (`time.monotonic_ns()` at the test's start; pass the
-clients' origin so times line up). Clients append to the same sink from other threads: give
-every writer one `LockedSink`. `MemorySink` keeps ops in a list (tests).
+`record(f, value)` (a `nemesis.port.Record`) is called twice per fault: with the fault's
+description when it starts and with what happened when it ends. The nemesis knows no history
+format: the harness passes its recorder's `nemesis` method (`harness.workloads.recorder`),
+which numbers and timestamps the ops under the same lock as the clients' ops.
 
 Bounds: each wait ends at the deadline or when `stop_event` is set; each fault is bounded by the
-runtime's own timeouts (a clean stop waits at most 30 s, then SIGKILL); after the main phase
+cluster's own timeouts (a clean stop waits at most 30 s, then SIGKILL); after the main phase
 the package's final faults run once each.
 """
 
 from __future__ import annotations
 
+import random
 import threading
 import time
-from collections.abc import Callable
-from typing import Any, Protocol
 
-from harness.history import INFO, NEMESIS, Op
-from harness.runtime.base import Runtime
 from nemesis import executor
 from nemesis.faults import Fault, HealAll, LeaderOf
-from nemesis.packages import Package, split_seed
+from nemesis.packages import Executor, Package, split_seed
+from nemesis.port import Cluster, Record
 
 
-class Sink(Protocol):
-    def append(self, op: Op) -> Op: ...
+def _ignore(f: str, value: object) -> None:
+    pass
 
 
-class LockedSink:
-    """Serialises appends to a sink (e.g. a `harness.history.JsonlWriter`) across threads."""
-
-    def __init__(self, inner: Sink) -> None:
-        self.inner = inner
-        self._lock = threading.Lock()
-
-    def append(self, op: Op) -> Op:
-        with self._lock:
-            return self.inner.append(op)
-
-
-class MemorySink:
-    """Ops in a list; numbers ops given with index -1."""
-
-    def __init__(self) -> None:
-        self.ops: list[Op] = []
-        self._lock = threading.Lock()
-
-    def append(self, op: Op) -> Op:
-        with self._lock:
-            if op.index < 0:
-                op = op._replace(index=len(self.ops))
-            self.ops.append(op)
-            return op
-
-
-class _Recorder:
-    def __init__(self, sink: Sink | Callable[[Op], Any] | None, t0_ns: int) -> None:
-        self.sink = sink
-        self.t0_ns = t0_ns
-
-    def __call__(self, f: str, value: Any) -> None:
-        if self.sink is None:
-            return
-        op = Op(-1, time.monotonic_ns() - self.t0_ns, NEMESIS, INFO, f, value)
-        if hasattr(self.sink, "append"):
-            self.sink.append(op)
-        else:
-            self.sink(op)
-
-
-def apply_recorded(fault: Fault, runtime: Runtime, rng: Any, focus: LeaderOf | None,
-                   record: Callable[[str, Any], None],
-                   execute: Callable[..., Any] = executor.execute) -> Any:
+def apply_recorded(fault: Fault, runtime: Cluster, rng: random.Random,
+                   focus: LeaderOf | None, record: Record,
+                   execute: Executor = executor.execute) -> object:
     record(fault.f, fault.describe())
     try:
         result = execute(fault, runtime, rng, focus)
@@ -93,10 +49,9 @@ def apply_recorded(fault: Fault, runtime: Runtime, rng: Any, focus: LeaderOf | N
 class NemesisRunner(threading.Thread):
     """The nemesis thread. `results` lists (fault, completion value) in order."""
 
-    def __init__(self, runtime: Runtime, package: Package,
-                 sink: Sink | Callable[[Op], Any] | None, stop_event: threading.Event,
-                 deadline: float, *, seed: int = 0, focus: LeaderOf | None = None,
-                 t0_ns: int | None = None, final: bool = True) -> None:
+    def __init__(self, runtime: Cluster, package: Package, record: Record | None,
+                 stop_event: threading.Event, deadline: float, *, seed: int = 0,
+                 focus: LeaderOf | None = None, final: bool = True) -> None:
         super().__init__(name=f"nemesis-{package.name}", daemon=True)
         self.runtime = runtime
         self.package = package
@@ -105,8 +60,8 @@ class NemesisRunner(threading.Thread):
         self.focus = focus
         self.final = final
         self.gen_rng, self.exec_rng = split_seed(seed)
-        self.record = _Recorder(sink, time.monotonic_ns() if t0_ns is None else t0_ns)
-        self.results: list[tuple[Fault, Any]] = []
+        self.record: Record = record if record is not None else _ignore
+        self.results: list[tuple[Fault, object]] = []
         self.error: BaseException | None = None
 
     def _apply(self, fault: Fault) -> None:
@@ -134,26 +89,23 @@ class NemesisRunner(threading.Thread):
             self.error = e
 
 
-def run_nemesis(runtime: Runtime, package: Package,
-                history_sink: Sink | Callable[[Op], Any] | None,
+def run_nemesis(runtime: Cluster, package: Package, record: Record | None,
                 stop_event: threading.Event, deadline: float, *, seed: int = 0,
-                focus: LeaderOf | None = None, t0_ns: int | None = None,
-                final: bool = True) -> NemesisRunner:
+                focus: LeaderOf | None = None, final: bool = True) -> NemesisRunner:
     """Start the nemesis thread: the package's faults until `deadline` (a `time.monotonic()`
     value) or `stop_event`, then (if `final`) the package's final faults. Returns the started
     thread; `join()` it."""
-    runner = NemesisRunner(runtime, package, history_sink, stop_event, deadline, seed=seed,
-                           focus=focus, t0_ns=t0_ns, final=final)
+    runner = NemesisRunner(runtime, package, record, stop_event, deadline, seed=seed,
+                           focus=focus, final=final)
     runner.start()
     return runner
 
 
-def heal_all(runtime: Runtime, history_sink: Sink | Callable[[Op], Any] | None = None,
-             t0_ns: int | None = None) -> Any:
+def heal_all(runtime: Cluster, record: Record | None = None) -> object:
     """Resume paused nodes, start stopped ones, heal the network, remove toxics; recorded as
-    one `heal` info pair when a sink is given. Returns the report."""
-    record = _Recorder(history_sink, time.monotonic_ns() if t0_ns is None else t0_ns)
-    return apply_recorded(HealAll(), runtime, None, None, record)
+    one `heal` info pair when `record` is given. Returns the report."""
+    return apply_recorded(HealAll(), runtime, random.Random(0), None,
+                          record if record is not None else _ignore)
 
 
-__all__ = ["LockedSink", "MemorySink", "NemesisRunner", "Sink", "heal_all", "run_nemesis"]
+__all__ = ["NemesisRunner", "apply_recorded", "heal_all", "run_nemesis"]

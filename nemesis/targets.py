@@ -9,8 +9,8 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from harness.runtime.base import Runtime
 from nemesis.faults import LeaderOf, NodeSpec
+from nemesis.port import Cluster
 
 
 class TargetError(LookupError):
@@ -47,7 +47,7 @@ def choose(spec: NodeSpec, nodes: Sequence[str], rng: random.Random) -> tuple[st
     raise TargetError(f"{spec!r} needs a runtime")
 
 
-def resolve(spec: NodeSpec, runtime: Runtime, rng: random.Random,
+def resolve(spec: NodeSpec, runtime: Cluster, rng: random.Random,
             focus: LeaderOf | None = None) -> tuple[str, ...]:
     if isinstance(spec, LeaderOf) or spec == "leader":
         tp = spec if isinstance(spec, LeaderOf) else focus

@@ -239,14 +239,15 @@ class ConfluentClient(QueueClient):
     def admin(self) -> AdminClient:
         if self._admin is None:
             s = self.settings
-            self._admin = AdminClient({
+            conf: dict[str, Any] = {
                 "bootstrap.servers": s.bootstrap,
                 "client.id": f"{self.client_id}-admin",
                 "socket.timeout.ms": int(s.admin_timeout_s * 1000),
                 "reconnect.backoff.max.ms": s.reconnect_backoff_max_ms,
                 "socket.connection.setup.timeout.ms": s.socket_setup_timeout_max_ms,
                 "logger": self._log,
-            })
+            }
+            self._admin = AdminClient(conf)
         return self._admin
 
     def _tp(self, k: int, offset: int = OFFSET_INVALID) -> TopicPartition:

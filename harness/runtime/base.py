@@ -1,9 +1,11 @@
 """One interface for a cluster under test: the `Runtime`.
 
-A runtime starts and stops a cluster (or only points at one) and carries out faults on it. The
-nemesis (`nemesis/`) speaks only this interface, so the same fault schedule runs against local
-processes (`harness.runtime.local.LocalRuntime`), and a cluster the user runs themselves
-(`harness.runtime.existing.ExistingClusterRuntime`, where every fault is `FaultUnsupported`).
+A runtime starts and stops a cluster (or only points at one), carries out faults on it and
+shows the brokers' replica states. Every runtime satisfies the nemesis's port
+(`nemesis.port.Cluster`: the fault operations and the views that pick targets), so the same
+fault schedule runs against local processes (`harness.runtime.local.LocalRuntime`) and a
+cluster the user runs themselves (`harness.runtime.existing.ExistingClusterRuntime`, where
+every fault is `FaultUnsupported`). The errors and `Grudge` are the port's, re-exported here.
 
 Node names are `"n1" .. "nN"` (broker id i is `n<i>`). `zookeeper_node` names ZooKeeper in
 grudges (`"zk"`), so "isolate n2 from ZooKeeper" is the grudge `{"n2": {"zk"}, "zk": {"n2"}}`.
@@ -21,30 +23,56 @@ import abc
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
+
+from nemesis.port import (
+    ClusterRuntimeError,
+    FaultReport,
+    FaultUnsupported,
+    Grudge,
+    NodeStateError,
+)
 
 ZOOKEEPER_NODE = "zk"
-
-Grudge = Mapping[str, Iterable[str]]
 
 _NODE_RE = re.compile(r"^n([1-9][0-9]{0,2})$")
 
 
-class ClusterRuntimeError(RuntimeError):
-    """Base of the runtime's own errors."""
+class _ReplicaRequired(TypedDict):
+    topic: str
+    partition: int
+    role: str  # "leader" | "follower" | "offline"
+    leader: int
+    leader_epoch: int
+    log_end_offset: int
+    high_watermark: int
+    isr: list[int]
+    replicas: list[int]
 
 
-class FaultUnsupported(ClusterRuntimeError):
-    """This runtime cannot carry out this fault here (and says why)."""
+class ReplicaState(_ReplicaRequired, total=False):
+    """One replica as a broker's admin endpoint (`GET /replicas`) shows it."""
 
-    def __init__(self, fault: str, reason: str) -> None:
-        super().__init__(f"{fault} unsupported: {reason}")
-        self.fault = fault
-        self.reason = reason
+    log_start_offset: int
+    zk_version: int
+    epochs: list[list[int]]
+    store_log_end_offset: int | None
 
 
-class NodeStateError(ClusterRuntimeError):
-    """The fault needs the node in another state (e.g. `wipe` on a running node)."""
+class _BrokerRequired(TypedDict):
+    broker_id: int
+    controller_epoch: int
+    replicas: list[ReplicaState]
+
+
+class BrokerState(_BrokerRequired, total=False):
+    """A broker's `GET /replicas`: its replicas and what it knows of the controller."""
+
+    broker_epoch: int
+    controller_id: int
+    is_controller: bool
+    pid: int
+    time_ms: int
 
 
 def node_name(broker_id: int) -> str:
@@ -85,7 +113,8 @@ def complete_grudge(components: Iterable[Iterable[str]]) -> dict[str, tuple[str,
 
 
 class Runtime(abc.ABC):
-    """A cluster under test. `stop()` is idempotent and stops everything `start()` started."""
+    """A cluster under test. `stop()` is idempotent and stops everything `start()` started.
+    Satisfies `nemesis.port.Cluster`."""
 
     #: the name ZooKeeper has in grudges, or None when the runtime has no ZooKeeper to cut
     zookeeper_node: str | None = None
@@ -126,7 +155,8 @@ class Runtime(abc.ABC):
     def is_paused(self, node: str) -> bool: ...
 
     @abc.abstractmethod
-    def replica_states(self, node: str) -> dict[str, Any]: ...
+    def replica_states(self, node: str, timeout_s: float = 2.0) -> BrokerState:
+        """The broker's replica states (raises when it cannot answer within `timeout_s`)."""
 
     @abc.abstractmethod
     def leader_of(self, topic: str, partition: int) -> str | None:
@@ -142,48 +172,48 @@ class Runtime(abc.ABC):
     # -- process faults ------------------------------------------------------------------------
 
     @abc.abstractmethod
-    def kill(self, node: str) -> dict[str, Any]:
+    def kill(self, node: str) -> FaultReport:
         """SIGKILL (a crash: nothing is flushed, the ZooKeeper session expires later)."""
 
     @abc.abstractmethod
-    def start_node(self, node: str) -> dict[str, Any]: ...
+    def start_node(self, node: str) -> FaultReport: ...
 
     @abc.abstractmethod
-    def stop_node(self, node: str) -> dict[str, Any]:
+    def stop_node(self, node: str) -> FaultReport:
         """Clean shutdown (SIGTERM: controlled shutdown, flush, checkpoints)."""
 
     @abc.abstractmethod
-    def pause(self, node: str) -> dict[str, Any]:
+    def pause(self, node: str) -> FaultReport:
         """SIGSTOP."""
 
     @abc.abstractmethod
-    def resume(self, node: str) -> dict[str, Any]:
+    def resume(self, node: str) -> FaultReport:
         """SIGCONT."""
 
     # -- disk faults (the node must be down) ---------------------------------------------------
 
     @abc.abstractmethod
-    def wipe(self, node: str) -> dict[str, Any]:
+    def wipe(self, node: str) -> FaultReport:
         """Delete the node's data directory (disk loss)."""
 
     @abc.abstractmethod
-    def lose_unflushed(self, node: str) -> dict[str, Any]:
+    def lose_unflushed(self, node: str) -> FaultReport:
         """Truncate the node's files to what was durable (power loss after a crash)."""
 
     @abc.abstractmethod
     def corrupt_segment(
         self, node: str, seed: int = 0, kind: str = "header"
-    ) -> dict[str, Any]:
+    ) -> FaultReport:
         """Flip bytes in a closed segment of one of the node's partitions."""
 
     # -- network faults ------------------------------------------------------------------------
 
     @abc.abstractmethod
-    def partition(self, grudge: Grudge) -> dict[str, Any]:
+    def partition(self, grudge: Grudge) -> FaultReport:
         """Cut links as the grudge says (adds to any cut already in place)."""
 
     @abc.abstractmethod
-    def heal(self) -> dict[str, Any]:
+    def heal(self) -> FaultReport:
         """Remove every network cut."""
 
     @abc.abstractmethod
@@ -191,12 +221,24 @@ class Runtime(abc.ABC):
         self,
         node: str,
         toxic_type: str,
-        attributes: Mapping[str, Any],
+        attributes: Mapping[str, object],
         *,
         stream: str = "downstream",
         toxicity: float = 1.0,
-    ) -> dict[str, Any]:
+    ) -> FaultReport:
         """A Toxiproxy toxic on the link into `node` (every connection to that broker)."""
 
     @abc.abstractmethod
-    def remove_toxics(self, node: str | None = None) -> dict[str, Any]: ...
+    def remove_toxics(self, node: str | None = None) -> FaultReport: ...
+
+
+if TYPE_CHECKING:
+    from nemesis.port import Cluster
+
+    def _satisfies_the_nemesis_port(runtime: Runtime) -> Cluster:
+        return runtime  # mypy checks every Runtime is a nemesis.port.Cluster
+
+
+__all__ = ["ZOOKEEPER_NODE", "BrokerState", "ClusterRuntimeError", "FaultReport",
+           "FaultUnsupported", "Grudge", "NodeStateError", "ReplicaState", "Runtime",
+           "complete_grudge", "node_id", "node_name", "normalize_grudge"]

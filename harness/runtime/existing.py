@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-from harness.runtime.base import FaultUnsupported, Grudge, Runtime
+from harness.runtime.base import BrokerState, FaultReport, FaultUnsupported, Grudge, Runtime
 
 REASON = "an existing cluster is only reached through its bootstrap servers"
 
@@ -95,7 +95,7 @@ class ExistingClusterRuntime(Runtime):
     def is_paused(self, node: str) -> bool:
         return False
 
-    def replica_states(self, node: str) -> dict[str, Any]:
+    def replica_states(self, node: str, timeout_s: float = 2.0) -> BrokerState:
         self._unsupported("replica-states")
 
     def leader_of(self, topic: str, partition: int) -> str | None:
@@ -113,39 +113,39 @@ class ExistingClusterRuntime(Runtime):
     def _unsupported(fault: str) -> NoReturn:
         raise FaultUnsupported(fault, REASON)
 
-    def kill(self, node: str) -> dict[str, Any]:
+    def kill(self, node: str) -> FaultReport:
         self._unsupported("kill")
 
-    def start_node(self, node: str) -> dict[str, Any]:
+    def start_node(self, node: str) -> FaultReport:
         self._unsupported("start")
 
-    def stop_node(self, node: str) -> dict[str, Any]:
+    def stop_node(self, node: str) -> FaultReport:
         self._unsupported("stop")
 
-    def pause(self, node: str) -> dict[str, Any]:
+    def pause(self, node: str) -> FaultReport:
         self._unsupported("pause")
 
-    def resume(self, node: str) -> dict[str, Any]:
+    def resume(self, node: str) -> FaultReport:
         self._unsupported("resume")
 
-    def wipe(self, node: str) -> dict[str, Any]:
+    def wipe(self, node: str) -> FaultReport:
         self._unsupported("wipe")
 
-    def lose_unflushed(self, node: str) -> dict[str, Any]:
+    def lose_unflushed(self, node: str) -> FaultReport:
         self._unsupported("lose-unflushed")
 
-    def corrupt_segment(self, node: str, seed: int = 0, kind: str = "header") -> dict[str, Any]:
+    def corrupt_segment(self, node: str, seed: int = 0, kind: str = "header") -> FaultReport:
         self._unsupported("corrupt")
 
-    def partition(self, grudge: Grudge) -> dict[str, Any]:
+    def partition(self, grudge: Grudge) -> FaultReport:
         self._unsupported("partition")
 
-    def heal(self) -> dict[str, Any]:
+    def heal(self) -> FaultReport:
         return {"healed": 0, "note": REASON}
 
     def add_toxic(self, node: str, toxic_type: str, attributes: Mapping[str, Any], *,
-                  stream: str = "downstream", toxicity: float = 1.0) -> dict[str, Any]:
+                  stream: str = "downstream", toxicity: float = 1.0) -> FaultReport:
         self._unsupported("toxic")
 
-    def remove_toxics(self, node: str | None = None) -> dict[str, Any]:
+    def remove_toxics(self, node: str | None = None) -> FaultReport:
         return {"removed": {}}

@@ -33,13 +33,15 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from broker.runtime.cluster import BrokerProcess, ClusterError, LocalCluster
 from broker.runtime.zkserver import free_port
 from harness.runtime import cleanup
 from harness.runtime.base import (
     ZOOKEEPER_NODE,
+    BrokerState,
+    FaultReport,
     FaultUnsupported,
     Grudge,
     NodeStateError,
@@ -284,10 +286,10 @@ class LocalRuntime(Runtime):
                     dirs = [Path(v.strip()) for v in value.split(",") if v.strip()]
         return dirs
 
-    def replica_states(self, node: str, timeout_s: float = 2.0) -> dict[str, Any]:
-        return self.cluster.replica_states(self._id(node), timeout_s)
+    def replica_states(self, node: str, timeout_s: float = 2.0) -> BrokerState:
+        return cast(BrokerState, self.cluster.replica_states(self._id(node), timeout_s))
 
-    def _reachable_states(self, timeout_s: float = 1.0) -> list[dict[str, Any]]:
+    def _reachable_states(self, timeout_s: float = 1.0) -> list[BrokerState]:
         out = []
         for n in self.nodes:
             if not self.is_running(n) or self.is_paused(n):
@@ -349,7 +351,7 @@ class LocalRuntime(Runtime):
 
     # -- process faults ------------------------------------------------------------------------
 
-    def kill(self, node: str) -> dict[str, Any]:
+    def kill(self, node: str) -> FaultReport:
         i = self._id(node)
         with self._lock:
             if not self.cluster.nodes[i].running:
@@ -358,7 +360,7 @@ class LocalRuntime(Runtime):
             self.cluster.kill(i)
         return {"node": node, "result": "killed", "pid": pid}
 
-    def start_node(self, node: str, wait: bool = False) -> dict[str, Any]:
+    def start_node(self, node: str, wait: bool = False) -> FaultReport:
         i = self._id(node)
         if not self.cluster.nodes[i].running:
             # fix: a broker killed moments ago still owns /brokers/ids/<id> until its ZooKeeper
@@ -396,7 +398,7 @@ class LocalRuntime(Runtime):
                 kz.stop()
                 kz.close()
 
-    def stop_node(self, node: str, timeout_s: float = 30.0) -> dict[str, Any]:
+    def stop_node(self, node: str, timeout_s: float = 30.0) -> FaultReport:
         i = self._id(node)
         with self._lock:
             b = self.cluster.nodes[i]
@@ -409,14 +411,14 @@ class LocalRuntime(Runtime):
             self.cluster.stop_broker(i, timeout_s)
         return {"node": node, "result": "stopped", "seconds": round(time.monotonic() - t0, 3)}
 
-    def pause(self, node: str) -> dict[str, Any]:
+    def pause(self, node: str) -> FaultReport:
         i = self._id(node)
         if not self.cluster.nodes[i].running:
             return {"node": node, "result": "down"}
         self.cluster.pause(i)
         return {"node": node, "result": "paused"}
 
-    def resume(self, node: str) -> dict[str, Any]:
+    def resume(self, node: str) -> FaultReport:
         i = self._id(node)
         if not self.cluster.nodes[i].running:
             return {"node": node, "result": "down"}
@@ -430,7 +432,7 @@ class LocalRuntime(Runtime):
         if self.is_running(node):
             raise NodeStateError(f"{fault} needs {node} down (kill or stop it first)")
 
-    def wipe(self, node: str) -> dict[str, Any]:
+    def wipe(self, node: str) -> FaultReport:
         self._require_down(node, "wipe")
         out: dict[str, Any] = {"node": node, "files": 0, "bytes": 0}
         for d in self.data_dirs(node):
@@ -439,7 +441,7 @@ class LocalRuntime(Runtime):
             out["bytes"] += r["bytes"]
         return out
 
-    def lose_unflushed(self, node: str) -> dict[str, Any]:
+    def lose_unflushed(self, node: str) -> FaultReport:
         self._require_down(node, "lose-unflushed")
         lost: dict[str, Any] = {}
         for d in self.data_dirs(node):
@@ -447,7 +449,7 @@ class LocalRuntime(Runtime):
         return {"node": node, "lost": lost}
 
     def corrupt_segment(self, node: str, seed: int = 0, kind: str = "header",
-                        topic: str | None = None) -> dict[str, Any]:
+                        topic: str | None = None) -> FaultReport:
         rng = random.Random(seed)
         dirs = self.data_dirs(node)
         d = dirs[rng.randrange(len(dirs))]
@@ -502,20 +504,20 @@ class LocalRuntime(Runtime):
                               ",".join(map(str, self._ports(s))), "-j", "DROP"])
         return rules
 
-    def partition(self, grudge: Grudge) -> dict[str, Any]:
+    def partition(self, grudge: Grudge) -> FaultReport:
         if self.net is None:
             raise FaultUnsupported("partition", self.network_reason or "no network control")
         g = normalize_grudge(grudge, (*self.nodes, ZOOKEEPER_NODE))
         added = self.net.add(self.partition_rules(g))
         return {"isolated": {k: list(v) for k, v in g.items()}, "rules": len(added)}
 
-    def heal(self) -> dict[str, Any]:
+    def heal(self) -> FaultReport:
         if self.net is None:
             return {"healed": 0, "note": self.network_reason}
         return {"healed": self.net.flush()}
 
     def add_toxic(self, node: str, toxic_type: str, attributes: Mapping[str, Any], *,
-                  stream: str = "downstream", toxicity: float = 1.0) -> dict[str, Any]:
+                  stream: str = "downstream", toxicity: float = 1.0) -> FaultReport:
         if self.links is None:
             raise FaultUnsupported("toxic", "the runtime was started without proxies=True")
         self._id(node)
@@ -524,7 +526,7 @@ class LocalRuntime(Runtime):
         return {"node": node, "toxic": name, "type": toxic_type, "stream": stream,
                 "attributes": dict(attributes), "toxicity": toxicity}
 
-    def remove_toxics(self, node: str | None = None) -> dict[str, Any]:
+    def remove_toxics(self, node: str | None = None) -> FaultReport:
         if self.links is None:
             return {"removed": {}}
         return {"removed": self.links.remove_toxics(node)}

@@ -108,9 +108,10 @@ class RegisterOpts:
 
 def create_register_topic(opts: RegisterOpts, settings: ClientSettings,
                           attempts: int = 10) -> None:
-    admin = AdminClient({"bootstrap.servers": settings.bootstrap,
-                         "socket.timeout.ms": int(settings.admin_timeout_s * 1000),
-                         "logger": client_logger(None)})
+    conf: dict[str, Any] = {"bootstrap.servers": settings.bootstrap,
+                            "socket.timeout.ms": int(settings.admin_timeout_s * 1000),
+                            "logger": client_logger(None)}
+    admin = AdminClient(conf)
     for attempt in range(attempts):
         futs = admin.create_topics(
             [NewTopic(opts.topic, opts.partitions, opts.replication_factor,

@@ -6,7 +6,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.runtime.base import ZOOKEEPER_NODE, FaultUnsupported, Grudge, Runtime, normalize_grudge
+from harness.runtime.base import (
+    ZOOKEEPER_NODE,
+    BrokerState,
+    FaultUnsupported,
+    Grudge,
+    Runtime,
+    node_id,
+    normalize_grudge,
+)
 
 
 class FakeRuntime(Runtime):
@@ -44,8 +52,8 @@ class FakeRuntime(Runtime):
     def is_paused(self, node: str) -> bool:
         return node in self.paused
 
-    def replica_states(self, node: str) -> dict[str, Any]:
-        return {}
+    def replica_states(self, node: str, timeout_s: float = 2.0) -> BrokerState:
+        return {"broker_id": node_id(node), "controller_epoch": 0, "replicas": []}
 
     def leader_of(self, topic: str, partition: int) -> str | None:
         return self.leader

@@ -8,6 +8,7 @@ import time
 
 from harness.history import INFO, NEMESIS, pair_index
 from harness.runtime.existing import ExistingClusterRuntime
+from harness.workloads.recorder import Recorder
 from nemesis.executor import execute, partition_grudge
 from nemesis.faults import (
     CleanRestart,
@@ -24,7 +25,7 @@ from nemesis.faults import (
     grudge_value,
 )
 from nemesis.packages import Package, compose, kill_package, partition_package
-from nemesis.runner import MemorySink, heal_all, run_nemesis
+from nemesis.runner import heal_all, run_nemesis
 from nemesis.schedule import Step, sequence
 from tests.nemesis_faults.fake_runtime import FakeRuntime
 
@@ -87,13 +88,12 @@ def test_runner_records_info_pairs_and_runs_finals() -> None:
         Step(0.01, PauseNode(("n3",))), Step(0.01, SlowLink(("n2",))),
         Step(0.01, HealNetwork()), Step(60.0, KillNode("all"))]),
         final=(HealNetwork(), StartNode()))
-    sink = MemorySink()
-    t0 = time.monotonic_ns()
-    runner = run_nemesis(rt, script, sink, threading.Event(), time.monotonic() + 1.0, seed=1,
-                         t0_ns=t0)
+    sink = Recorder()
+    runner = run_nemesis(rt, script, sink.nemesis, threading.Event(), time.monotonic() + 1.0,
+                         seed=1)
     runner.join(10)
     assert not runner.is_alive() and runner.error is None
-    ops = sink.ops
+    ops = sink.ops()
     assert all(op.process == NEMESIS and op.type == INFO for op in ops)
     assert [op.index for op in ops] == list(range(len(ops)))
     fs = [op.f for op in ops]
@@ -113,16 +113,16 @@ def test_runner_stops_on_event_and_deadline_bounded() -> None:
     rt = FakeRuntime()
     pkg = compose([kill_package(("one",), interval_s=0.05), partition_package(interval_s=0.05)])
     stop = threading.Event()
-    sink = MemorySink()
-    runner = run_nemesis(rt, pkg, sink, stop, time.monotonic() + 30, seed=4)
+    sink = Recorder()
+    runner = run_nemesis(rt, pkg, sink.nemesis, stop, time.monotonic() + 30, seed=4)
     time.sleep(0.5)
     stop.set()
     runner.join(5)
     assert not runner.is_alive()
-    assert len(sink.ops) >= 4 and len(sink.ops) % 2 == 0
+    assert len(sink.ops()) >= 4 and len(sink.ops()) % 2 == 0
     assert rt.down == set() and rt.grudge == {}  # finals healed and restarted
-    report = heal_all(rt, sink)
-    assert sink.ops[-1].f == "heal" and sink.ops[-1].value == report
+    report = heal_all(rt, sink.nemesis)
+    assert sink.ops()[-1].f == "heal" and sink.ops()[-1].value == report
 
 
 def test_runner_same_seed_same_history_values() -> None:
@@ -132,10 +132,11 @@ def test_runner_same_seed_same_history_values() -> None:
         gen = pkg.generator
         steps = Package("fixed", lambda rng: (s for _, s in zip(range(30), gen(rng),
                                                               strict=False)), pkg.final)
-        sink = MemorySink()
-        r = run_nemesis(rt, steps, sink, threading.Event(), time.monotonic() + 30, seed=seed)
+        sink = Recorder()
+        r = run_nemesis(rt, steps, sink.nemesis, threading.Event(), time.monotonic() + 30,
+                        seed=seed)
         r.join(10)
-        return [(op.f, op.value) for op in sink.ops]
+        return [(op.f, op.value) for op in sink.ops()]
 
     assert run(5) == run(5)
     assert run(5) != run(6)

@@ -9,22 +9,22 @@ import time
 from harness.history import INFO, NEMESIS, pair_index
 from harness.runtime.local import LocalRuntime
 from harness.runtime.netfilter import unavailable_reason
+from harness.workloads.recorder import Recorder
 from nemesis.packages import compose, kill_package, partition_package, pause_package
-from nemesis.runner import MemorySink, heal_all, run_nemesis
+from nemesis.runner import heal_all, run_nemesis
 
 
 def test_run_nemesis_then_heal_all(rt: LocalRuntime) -> None:
     pkgs = [kill_package(("one",), interval_s=0.7), pause_package(("one",), interval_s=0.7)]
     if unavailable_reason() is None:
         pkgs.append(partition_package(("majority", "one"), interval_s=0.7))
-    sink = MemorySink()
-    t0 = time.monotonic_ns()
-    runner = run_nemesis(rt, compose(pkgs), sink, threading.Event(), time.monotonic() + 6,
-                         seed=2026, t0_ns=t0)
+    sink = Recorder()
+    runner = run_nemesis(rt, compose(pkgs), sink.nemesis, threading.Event(),
+                         time.monotonic() + 6, seed=2026)
     runner.join(120)
     assert not runner.is_alive() and runner.error is None
-    report = heal_all(rt, sink, t0_ns=t0)
-    ops = sink.ops
+    report = heal_all(rt, sink.nemesis)
+    ops = sink.ops()
     assert all(op.process == NEMESIS and op.type == INFO for op in ops)
     assert len(ops) % 2 == 0 and len(ops) >= 8
     pairs = pair_index(ops)
