@@ -31,7 +31,7 @@ from typing import Any, Final, TypeVar
 from broker.quotas import QuotaConfig
 from broker.store.config import LogConfig
 from broker.store.errors import InvalidConfigError
-from core.config import Bugs, ProtocolConfig
+from core.config import Bugs, ProtocolConfig, TopicConfig
 
 log = logging.getLogger(__name__)
 
@@ -656,6 +656,35 @@ _OTHER_TOPIC_KEYS: Final = frozenset(
     }
 )  # fmt: skip
 
+# The topic-level keys of _OTHER_TOPIC_KEYS that the replication core obeys per topic.
+_REPLICATION_TOPIC_KEYS: Final = ("min.insync.replicas", "unclean.leader.election.enable")
+_INT_TEXT: Final = re.compile(r"[+-]?[0-9]+")
+
+
+def topic_replication_config(overrides: Mapping[str, str]) -> TopicConfig:
+    """The replication settings a topic's config sets (`min.insync.replicas`,
+    `unclean.leader.election.enable`), validated as Kafka's LogConfig does; keys the topic
+    does not set stay None (the broker default applies). Raises ConfigError."""
+    min_isr: int | None = None
+    unclean: bool | None = None
+    raw = overrides.get("min.insync.replicas")
+    if raw is not None:
+        text = str(raw).strip()
+        if not _INT_TEXT.fullmatch(text) or not INT_MIN <= int(text) <= INT_MAX:
+            raise ConfigError("min.insync.replicas", raw, "Not a number of type INT")
+        min_isr = int(text)
+        if min_isr < 1:
+            raise ConfigError("min.insync.replicas", raw, "Value must be at least 1")
+    raw = overrides.get("unclean.leader.election.enable")
+    if raw is not None:
+        text = str(raw).strip().lower()
+        if text not in ("true", "false"):
+            raise ConfigError("unclean.leader.election.enable", raw, "Expected value to be "
+                              "either true or false")
+        unclean = text == "true"
+    return TopicConfig(min_insync_replicas=min_isr, unclean_leader_election_enable=unclean)
+
+
 # Which broker key sets each LogConfig field (Kafka's KafkaServer.copyKafkaConfigToLog).
 _BROKER_KEY_OF_LOG_FIELD: Final = {
     "segment_bytes": "log.segment.bytes",
@@ -947,7 +976,10 @@ class BrokerConfig:
         `retention.ms`, `cleanup.policy`...) on top of the broker defaults.
 
         Topic keys that exist in Kafka but are not log settings (`min.insync.replicas`,
-        `compression.type`, ...) are skipped; an unknown key is an error, as in Kafka."""
+        `compression.type`, ...) are skipped; the replication ones are validated here (see
+        `topic_replication_config`, which the core gets); an unknown key is an error, as in
+        Kafka."""
+        topic_replication_config(overrides)
         props = self._topic_log_properties()
         for key, value in overrides.items():
             if key in _LOG_TOPIC_KEYS:

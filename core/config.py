@@ -57,3 +57,51 @@ class ProtocolConfig:
         if name not in {f.name for f in fields(Bugs)}:
             raise ValueError(f"unknown bug switch {name!r}")
         return replace(self, bugs=replace(self.bugs, **{name: True}))
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    """A topic's own replication settings: the `min.insync.replicas` and
+    `unclean.leader.election.enable` overrides of `/config/topics/<topic>` (Kafka's topic
+    LogConfig). None: the topic does not set it, the broker's `ProtocolConfig` value applies.
+
+    The leader obeys `min_insync_replicas` for acks=all (admission and completion), the
+    controller obeys `unclean_leader_election_enable` when the partition's leader is offline."""
+
+    min_insync_replicas: int | None = None
+    unclean_leader_election_enable: bool | None = None
+
+    def __post_init__(self) -> None:
+        m = self.min_insync_replicas
+        if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
+            raise ValueError("min.insync.replicas must be an integer of at least 1")
+        u = self.unclean_leader_election_enable
+        if u is not None and not isinstance(u, bool):
+            raise ValueError("unclean.leader.election.enable must be true or false")
+
+    @property
+    def is_default(self) -> bool:
+        """True when the topic overrides nothing."""
+        return self.min_insync_replicas is None and self.unclean_leader_election_enable is None
+
+    def applied_to(self, cfg: ProtocolConfig) -> ProtocolConfig:
+        """The broker's config with this topic's overrides on top: what the topic's partitions
+        obey (Kafka: the topic's LogConfig overrides the broker default)."""
+        if self.is_default:
+            return cfg
+        return replace(
+            cfg,
+            min_insync_replicas=(
+                cfg.min_insync_replicas
+                if self.min_insync_replicas is None
+                else self.min_insync_replicas
+            ),
+            unclean_leader_election_enable=(
+                cfg.unclean_leader_election_enable
+                if self.unclean_leader_election_enable is None
+                else self.unclean_leader_election_enable
+            ),
+        )
+
+
+DEFAULT_TOPIC_CONFIG = TopicConfig()

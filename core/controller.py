@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from core import effects as fx
-from core.config import ProtocolConfig
+from core.config import DEFAULT_TOPIC_CONFIG, ProtocolConfig, TopicConfig
 from core.events import PartitionSnapshot
 from core.messages import (
     ControlledShutdownRequest,
@@ -39,6 +39,7 @@ class PartitionContext(NamedTuple):
     tp: TopicPartition
     assignment: tuple[int, ...]
     state: LeaderIsr | None  # as last read from or written to ZooKeeper
+    config: TopicConfig = DEFAULT_TOPIC_CONFIG  # the topic's own settings, from ZooKeeper
 
 
 class PendingElection(NamedTuple):
@@ -199,7 +200,7 @@ def _reconcile(
             return c, []
         return c, _write(c, ctx, s.leader, isr, cfg)
     candidates, unclean = offline_leader(
-        ctx.assignment, s.isr, live, cfg.unclean_leader_election_enable
+        ctx.assignment, s.isr, live, ctx.config.applied_to(cfg).unclean_leader_election_enable
     )
     if candidates:
         return _elect(c, ctx, candidates, unclean, cfg)
@@ -240,7 +241,7 @@ def on_elected(
         live=tuple(sorted(live, key=lambda b: b.broker_id)),
         partitions=tuple(
             sorted(
-                (PartitionContext(p.tp, p.assignment, p.state) for p in partitions),
+                (PartitionContext(p.tp, p.assignment, p.state, p.config) for p in partitions),
                 key=lambda p: p.tp,
             )
         ),
@@ -282,7 +283,24 @@ def on_topics_changed(
     for snap in partitions:
         if _context(c, snap.tp) is not None:
             continue
-        ctx = PartitionContext(snap.tp, snap.assignment, snap.state)
+        ctx = PartitionContext(snap.tp, snap.assignment, snap.state, snap.config)
+        c = _with_context(c, ctx)
+        c, e = _reconcile(c, ctx, cfg)
+        out += e
+    return c, out
+
+
+def on_topic_config_changed(
+    c: ControllerState, topic: str, config: TopicConfig, cfg: ProtocolConfig
+) -> tuple[ControllerState, Effects]:
+    """The topic's settings changed (Kafka's controller reads them at each election): its
+    partitions are elected with them from now on, and an offline partition that may now have
+    an unclean leader gets one."""
+    out: Effects = []
+    for ctx in c.partitions:
+        if ctx.tp.topic != topic or ctx.config == config:
+            continue
+        ctx = ctx._replace(config=config)
         c = _with_context(c, ctx)
         c, e = _reconcile(c, ctx, cfg)
         out += e

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.config import DEFAULT_TOPIC_CONFIG, TopicConfig
 from core.messages import Message
 from core.types import LeaderIsr, LiveBroker, TopicPartition
 
@@ -37,6 +38,7 @@ class PartitionSnapshot:
     tp: TopicPartition
     assignment: tuple[int, ...]
     state: LeaderIsr | None  # None: the partition has no state znode yet (new topic)
+    config: TopicConfig = DEFAULT_TOPIC_CONFIG  # the topic's `/config/topics/<t>` when read
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +91,17 @@ class PartitionStateWritten:
     ok: bool
     fenced: bool  # the controller-epoch check failed: the writer is a zombie controller
     current: LeaderIsr | None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigChanged:
+    """This broker read the topic's replication settings from `/config/topics/<topic>`:
+    when it first hosts the topic (a LeaderAndIsr for it, or after a restart) and when the
+    topic's config changes. Its partitions obey it from now on, on this broker as leader and,
+    when this broker is the controller, in leader elections."""
+
+    topic: str
+    config: TopicConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +178,7 @@ Event = (
     | TopicsDeleted
     | IsrChanged
     | PartitionStateWritten
+    | TopicConfigChanged
     | MessageReceived
     | TimerFired
     | Chosen

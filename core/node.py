@@ -10,7 +10,7 @@ from core import controller as ctl
 from core import effects as fx
 from core import events as ev
 from core import replica as rep
-from core.config import ProtocolConfig
+from core.config import DEFAULT_TOPIC_CONFIG, ProtocolConfig, TopicConfig
 from core.messages import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,
@@ -48,6 +48,8 @@ class BrokerState(NamedTuple):
     metadata: tuple[PartitionInfo, ...] = ()
     live_brokers: tuple[LiveBroker, ...] = ()
     shutting_down: bool = False
+    # topics whose `/config/topics/<t>` overrides a replication setting, sorted by topic
+    topic_configs: tuple[tuple[str, TopicConfig], ...] = ()
 
 
 class DurableReplica(NamedTuple):
@@ -89,6 +91,49 @@ def replica(state: BrokerState, tp: TopicPartition) -> rep.ReplicaState | None:
     return None
 
 
+def topic_config(state: BrokerState, topic: str) -> TopicConfig:
+    """The topic's own replication settings as this broker last read them (none: defaults)."""
+    for t, c in state.topic_configs:
+        if t == topic:
+            return c
+    return DEFAULT_TOPIC_CONFIG
+
+
+def partition_config(state: BrokerState, tp: TopicPartition) -> ProtocolConfig:
+    """What the partition obeys: the broker's config with its topic's overrides on top."""
+    if not state.topic_configs:
+        return state.config
+    return topic_config(state, tp.topic).applied_to(state.config)
+
+
+def _with_topic_config(state: BrokerState, topic: str, config: TopicConfig) -> BrokerState:
+    if topic_config(state, topic) == config:
+        return state
+    others = tuple(x for x in state.topic_configs if x[0] != topic)
+    kept = others if config.is_default else (*others, (topic, config))
+    return state._replace(topic_configs=tuple(sorted(kept, key=lambda x: x[0])))
+
+
+def _learn_topic_configs(
+    state: BrokerState, partitions: tuple[ev.PartitionSnapshot, ...]
+) -> BrokerState:
+    """The controller read these topics' configs from ZooKeeper with their partitions: the
+    broker knows them too (its own replicas get their LeaderAndIsr without a ZooKeeper read)."""
+    for snap in partitions:
+        state = _with_topic_config(state, snap.tp.topic, snap.config)
+    return state
+
+
+def _on_topic_config_changed(
+    state: BrokerState, e: ev.TopicConfigChanged
+) -> tuple[BrokerState, Effects]:
+    state = _with_topic_config(state, e.topic, e.config)
+    if state.controller is None:
+        return state, []
+    c, out = ctl.on_topic_config_changed(state.controller, e.topic, e.config, state.config)
+    return state._replace(controller=c), out
+
+
 def _put(state: BrokerState, r: rep.ReplicaState) -> BrokerState:
     others = tuple(x for x in state.replicas if x.tp != r.tp)
     if len(others) == len(state.replicas):
@@ -123,6 +168,7 @@ def step(state: BrokerState, event: ev.Event) -> tuple[BrokerState, Effects]:
             if state.controller is None:
                 return state, []
             c, out = ctl.on_topics_changed(state.controller, parts, cfg)
+            state = _learn_topic_configs(state, parts)
             return state._replace(controller=c), out
         case ev.TopicsDeleted(topics=topics):
             if state.controller is None:
@@ -136,6 +182,8 @@ def step(state: BrokerState, event: ev.Event) -> tuple[BrokerState, Effects]:
             return state._replace(controller=c), out
         case ev.PartitionStateWritten():
             return _on_partition_written(state, event, cfg)
+        case ev.TopicConfigChanged():
+            return _on_topic_config_changed(state, event)
         case ev.Chosen(key=key, option=option):
             if state.controller is None:
                 return state, []
@@ -152,7 +200,7 @@ def step(state: BrokerState, event: ev.Event) -> tuple[BrokerState, Effects]:
             r, out = rep.on_produce(
                 r, event.request_id, event.acks, event.record_count, event.records,
                 event.producer_id, event.producer_epoch, event.base_sequence, event.timeout_ms,
-                cfg,
+                partition_config(state, event.tp),
             )
             return _put(state, r), out
         case ev.ConsumerFetchReceived():
@@ -177,7 +225,8 @@ def step(state: BrokerState, event: ev.Event) -> tuple[BrokerState, Effects]:
                     )
                 ]
             r, out = rep.on_list_offsets(
-                r, event.request_id, event.timestamp, event.current_leader_epoch, cfg
+                r, event.request_id, event.timestamp, event.current_leader_epoch,
+                partition_config(state, event.tp),
             )
             return state, out
         case ev.LeaderMoveRequested(tp=tp, target=target):
@@ -214,6 +263,7 @@ def _on_controller_election(
 ) -> tuple[BrokerState, Effects]:
     if not e.won:
         return state._replace(controller_id=e.controller_id), []
+    state = _learn_topic_configs(state, e.partitions)
     c, out = ctl.on_elected(
         state.broker_id, e.controller_epoch, e.epoch_zk_version, e.live_brokers, e.partitions, cfg
     )
@@ -233,7 +283,7 @@ def _on_partition_written(
         r = replica(state, e.tp)
         if r is None:
             return state, []
-        r, out = rep.on_isr_written(r, e.proposed, e.ok, cfg)
+        r, out = rep.on_isr_written(r, e.proposed, e.ok, partition_config(state, e.tp))
         return _put(state, r), out
     if state.controller is None:
         return state, []
@@ -260,6 +310,7 @@ def _on_timer(
     r = replica(state, tp)
     if r is None:
         return state, []
+    cfg = partition_config(state, tp)
     if kind == "fetch":
         r, out = rep.on_fetch_timer(r, cfg)
     elif kind == "fetch_timeout":
@@ -298,7 +349,9 @@ def _on_message(
                 hosted = replica(state, info.tp) or rep.new_replica(
                     info.tp, state.broker_id, info.replicas
                 )
-                hosted, e = rep.on_leader_and_isr(hosted, info, msg.controller_epoch, cfg)
+                hosted, e = rep.on_leader_and_isr(
+                    hosted, info, msg.controller_epoch, partition_config(state, info.tp)
+                )
                 state = _put(state, hosted)
                 out += e
             return state, out
@@ -338,16 +391,16 @@ def _on_message(
         case ControlledShutdownResponse():
             return state, []
         case FetchRequest():
-            return _with_replica(state, msg.tp, lambda r: rep.on_fetch_request(r, msg, cfg))
+            return _with_replica(state, msg.tp, lambda r, c: rep.on_fetch_request(r, msg, c))
         case FetchResponse():
-            return _with_replica(state, msg.tp, lambda r: rep.on_fetch_response(r, msg, cfg))
+            return _with_replica(state, msg.tp, lambda r, c: rep.on_fetch_response(r, msg, c))
         case OffsetForLeaderEpochRequest():
             return _with_replica(
-                state, msg.tp, lambda r: rep.on_offset_for_leader_epoch_request(r, msg, cfg)
+                state, msg.tp, lambda r, c: rep.on_offset_for_leader_epoch_request(r, msg, c)
             )
         case OffsetForLeaderEpochResponse():
             return _with_replica(
-                state, msg.tp, lambda r: rep.on_offset_for_leader_epoch_response(r, msg, cfg)
+                state, msg.tp, lambda r, c: rep.on_offset_for_leader_epoch_response(r, msg, c)
             )
     return state, []
 
@@ -355,11 +408,12 @@ def _on_message(
 def _with_replica(
     state: BrokerState,
     tp: TopicPartition,
-    handler: Callable[[rep.ReplicaState], tuple[rep.ReplicaState, Effects]],
+    handler: Callable[[rep.ReplicaState, ProtocolConfig], tuple[rep.ReplicaState, Effects]],
 ) -> tuple[BrokerState, Effects]:
-    """Run a replica handler; a message for a partition we do not host is ignored."""
+    """Run a replica handler with the partition's config; a message for a partition we do not
+    host is ignored."""
     r = replica(state, tp)
     if r is None:
         return state, []
-    r, out = handler(r)
+    r, out = handler(r, partition_config(state, tp))
     return _put(state, r), out

@@ -38,6 +38,7 @@ from typing import Any
 
 from harness.history import JsonlWriter, read_jsonl
 from harness.runtime.base import Runtime
+from harness.topic_settings import TopicSettings, sample_cluster
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,8 @@ class CampaignOptions:
     unclean_leader_election: bool = False
     bugs: tuple[str, ...] = ()
     broker_overrides: Mapping[str, str] = field(default_factory=dict)
+    # the workload's topics' own configs (CreateTopics), e.g. {"min.insync.replicas": "3"}
+    topic_configs: Mapping[str, str] = field(default_factory=dict)
     # clients
     client: str = "confluent"
     acks: str = "all"
@@ -114,6 +117,7 @@ class CampaignOptions:
         d = dataclasses.asdict(self)
         d["store"] = str(self.store)
         d["broker_overrides"] = dict(self.broker_overrides)
+        d["topic_configs"] = dict(self.topic_configs)
         return d
 
     def server_properties(self) -> dict[str, str]:
@@ -186,12 +190,15 @@ class LiveProbe(threading.Thread):
         self._leaders: dict[tuple[str, int, int], int] = {}
         self._last: dict[tuple[str, int], tuple[int, int]] = {}  # (node, pid) -> epochs
         self._last_replica: dict[tuple[str, int, str, int], int] = {}
+        # the replication settings the leaders reported, per topic (results: topic_settings)
+        self.settings = TopicSettings(lambda t: not t.startswith("__"))
 
     def _violate(self, name: str, **detail: Any) -> None:
         if len(self.violations) < 1000:
             self.violations.append({"invariant": name, **detail})
 
     def check(self, node: str, s: Mapping[str, Any]) -> None:
+        self.settings.add(s)
         pid = int(s.get("pid", 0))
         key = (node, pid)
         cepoch = int(s["controller_epoch"])
@@ -525,6 +532,7 @@ def _main_phase(opts: CampaignOptions, runtime: Runtime, run_dir: Path, results:
     abort = threading.Event()
     deadline = time.monotonic() + opts.time_limit_s
     probe = LiveProbe(runtime, abort)
+    probe.settings.wanted = _workload_topic(opts)
     if opts.bootstrap is None:
         probe.start()
     package = _package(opts)
@@ -568,6 +576,21 @@ def _main_phase(opts: CampaignOptions, runtime: Runtime, run_dir: Path, results:
         writer.close()
     results["probes"] = probe.result() if opts.bootstrap is None else {
         "samples": 0, "violations": [], "valid?": True, "note": "existing cluster: no probes"}
+    if opts.bootstrap is None:
+        if not probe.settings:
+            sample_cluster(runtime, probe.settings)
+        results["topic_settings"] = probe.settings.result()
+
+
+def _workload_topic(opts: CampaignOptions) -> Callable[[str], bool]:
+    """Whether a topic is one the workload uses (its settings go to results.json)."""
+    if opts.workload == "queue":
+        prefix = _queue_opts(opts).topic_prefix
+        return lambda t: t.startswith(prefix) and not t.startswith("__")
+    from harness.workloads.register import RegisterOpts
+
+    name = RegisterOpts().topic
+    return lambda t: t == name
 
 
 def _focus(opts: CampaignOptions) -> Any:
@@ -587,7 +610,7 @@ def _queue_opts(opts: CampaignOptions) -> Any:
         replication_factor=min(opts.replication_factor, opts.brokers), acks=opts.acks,
         idempotence=opts.idempotence, sub_via=opts.sub_via, crash_clients=opts.crash_clients,
         seed=opts.seed, recovery_wait_s=opts.recovery_wait_s,
-        final_time_limit_s=opts.final_time_limit_s,
+        final_time_limit_s=opts.final_time_limit_s, topic_configs=dict(opts.topic_configs),
     )
 
 
@@ -606,7 +629,8 @@ def _run_register(opts: CampaignOptions, bootstrap: str, recorder: Any,
 
     ropts = RegisterOpts(concurrency=opts.concurrency, rate=opts.rate,
                          replication_factor=min(opts.replication_factor, opts.brokers),
-                         acks=opts.acks, idempotence=opts.idempotence, seed=opts.seed)
+                         acks=opts.acks, idempotence=opts.idempotence, seed=opts.seed,
+                         topic_configs=dict(opts.topic_configs))
     return run_register(bootstrap, ropts, recorder, stop, deadline)
 
 

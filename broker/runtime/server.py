@@ -29,7 +29,7 @@ import typing
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from broker.config import BrokerConfig
+from broker.config import BrokerConfig, topic_replication_config
 from broker.quotas import QuotaManager
 from broker.runtime.handlers import OFFSETS_TOPIC, Apis
 from broker.runtime.node import Node
@@ -48,12 +48,14 @@ from broker.wire import (
 )
 from broker.wire import interbroker as ib
 from core import events as ev
+from core.config import TopicConfig
 from core.messages import (
     ControlledShutdownRequest,
     LeaderAndIsrRequest,
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
+from core.node import partition_config, topic_config
 from core.types import NO_BROKER_EPOCH, NO_LEADER, Role, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -126,6 +128,7 @@ class Broker:
         self._housekeeping: asyncio.Task[None] | None = None
         self._rng = random.Random()
         self._partition_counts: dict[str, int] = {}  # topic_complete's cache (ZooKeeper)
+        self._replication_loaded: set[str] = set()  # topics whose config the core was given
         self.stopped = asyncio.Event()
         self.fatal: BaseException | None = None
 
@@ -285,22 +288,35 @@ class Broker:
 
     async def _ensure_topic_configs(self, topics: Iterable[str]) -> None:
         """Load `/config/topics/<t>` for topics this broker has no log config for yet, before
-        the core creates their logs."""
+        the core creates their logs; and give the core each topic's replication settings
+        (`min.insync.replicas`, `unclean.leader.election.enable`) the first time this process
+        hosts it (new topic, or existing logs after a restart), before the LeaderAndIsr."""
         assert self.logs is not None and self.zkd is not None and self.zk is not None
         zk = self.zk
         for t in sorted(set(topics)):
-            if t in self.logs.topic_configs:
+            need_log = t not in self.logs.topic_configs
+            if not need_log and t in self._replication_loaded:
                 continue
             try:
                 overrides = await self.zkd.call(lambda t=t: zk.topic_config(t))  # type: ignore[misc]
             except Exception as e:
                 log.warning("config of topic %s unavailable (%s): using defaults", t, e)
-                overrides = {}
+                overrides = None
+            if need_log:
+                try:
+                    self.logs.topic_configs[t] = self._topic_log_config(t, overrides or {})
+                except Exception as e:
+                    log.error("topic %s has an invalid config %s: %s", t, overrides, e)
+                    self.logs.topic_configs[t] = self._topic_log_config(t, {})
+            if overrides is None:
+                continue  # read again with the next LeaderAndIsr for the topic
             try:
-                self.logs.topic_configs[t] = self._topic_log_config(t, overrides)
-            except Exception as e:
+                replication = topic_replication_config(overrides)
+            except ValueError as e:
                 log.error("topic %s has an invalid config %s: %s", t, overrides, e)
-                self.logs.topic_configs[t] = self._topic_log_config(t, {})
+                replication = TopicConfig()
+            self._replication_loaded.add(t)
+            self.node.handle(ev.TopicConfigChanged(t, replication))
 
     # -- topics -----------------------------------------------------------------------------
 
@@ -552,6 +568,9 @@ class Broker:
                                            fut)
                 return ib.encode_interbroker_response(cid, api_key, 15)  # not controller
             return ib.encode_controlled_shutdown_response(resp, cid)
+        if isinstance(msg, StopReplicaRequest) and msg.delete:
+            # The topic is being deleted: a topic created again under its name is read anew.
+            self._replication_loaded.difference_update(tp.topic for tp in msg.partitions)
         assert isinstance(msg, LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest)
         stale = msg.controller_epoch < self.node.state.controller_epoch
         log.info("broker %d: %s from controller %d (epoch %d, broker epoch %d, %d partitions)%s",
@@ -592,12 +611,21 @@ class Broker:
     # -- admin view -------------------------------------------------------------------------
 
     def replica_states(self) -> dict[str, Any]:
-        """The read-only view a harness samples: each replica's role, epoch, LEO, HW, ISR."""
+        """The read-only view a harness samples: each replica's role, epoch, LEO, HW, ISR, and
+        the replication settings the partition obeys here (the topic's, else the broker's)."""
         st = self.node.state
         out = []
         for r in st.replicas:
             lg = self.logs.get_log(r.tp.topic, r.tp.partition) if self.logs else None
+            effective = partition_config(st, r.tp)
             out.append({
+                "min_insync_replicas": effective.min_insync_replicas,
+                "unclean_leader_election_enable": effective.unclean_leader_election_enable,
+                "topic_config": {k: v for k, v in (
+                    ("min.insync.replicas", topic_config(st, r.tp.topic).min_insync_replicas),
+                    ("unclean.leader.election.enable",
+                     topic_config(st, r.tp.topic).unclean_leader_election_enable),
+                ) if v is not None},
                 "topic": r.tp.topic, "partition": r.tp.partition, "role": r.role.name.lower(),
                 "leader": r.leader, "leader_epoch": r.leader_epoch,
                 "log_end_offset": r.log_end_offset, "high_watermark": r.high_watermark,

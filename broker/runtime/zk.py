@@ -84,7 +84,9 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import Callback
 
+from broker.config import topic_replication_config
 from core import effects as fx
+from core.config import TopicConfig
 from core.events import (
     BrokerRegistered,
     BrokersChanged,
@@ -830,16 +832,30 @@ class ZkAdapter:
             return None
         return parse_topic(data)
 
+    def topic_replication_config(self, topic: str) -> TopicConfig:
+        """The replication settings of `/config/topics/<t>` (`min.insync.replicas`,
+        `unclean.leader.election.enable`); an invalid value (written by another tool) is
+        logged and left to the broker default, as Kafka's LogConfig validation would."""
+        overrides = self.topic_config(topic)
+        try:
+            return topic_replication_config(overrides)
+        except ValueError as e:
+            log.error("broker %d: topic %s has an invalid config (%s): broker defaults apply",
+                      self.broker_id, topic, e)
+            return TopicConfig()
+
     def partition_snapshots(self, topics: Iterable[str]) -> tuple[PartitionSnapshot, ...]:
-        """Assignment and state of every partition of `topics`, sorted by partition."""
+        """Assignment, state and topic config of every partition of `topics`, sorted."""
         out: list[PartitionSnapshot] = []
         for t in sorted(set(topics)):
             assignment = self.topic_assignment(t)
             if assignment is None:
                 continue
+            config = self.topic_replication_config(t)
             for p, replicas in sorted(assignment.items()):
                 tp = TopicPartition(t, p)
-                out.append(PartitionSnapshot(tp, replicas, self.read_partition_state(tp)))
+                out.append(PartitionSnapshot(tp, replicas, self.read_partition_state(tp),
+                                             config))
         return tuple(out)
 
     def live_brokers(self) -> tuple[LiveBroker, ...]:

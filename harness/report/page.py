@@ -577,6 +577,34 @@ def _kv_table(d: Mapping[str, Any]) -> str:
     return table(["option", "value"], rows, "kv")
 
 
+def _setting(v: Any) -> str:
+    if isinstance(v, list):  # the leaders reported different values over the run
+        return "<b>differed:</b> " + ", ".join(esc(x) for x in v)
+    return esc(v)
+
+
+def _topic_settings(pg: _Page, results: Mapping[str, Any] | None) -> None:
+    """The replication settings the cluster's leaders reported obeying for the workload's
+    topics (results.json `topic_settings`, read from each broker's GET /replicas)."""
+    ts = results.get("topic_settings") if results else None
+    if not isinstance(ts, Mapping):
+        return
+    pg.add("<h3>Topic replication settings (as the leaders reported them)</h3>")
+    if not ts:
+        pg.add('<p class="note">No leader of a workload topic answered GET /replicas.</p>')
+        return
+    rows = []
+    for topic, d in sorted(ts.items()):
+        if not isinstance(d, Mapping):
+            continue
+        rows.append([esc(topic, 80), _setting(d.get("min_insync_replicas")),
+                     _setting(d.get("unclean_leader_election_enable")),
+                     f"<code>{esc(d.get('topic_config', {}), 200)}</code>",
+                     esc(d.get("leaders")), esc(d.get("samples"))])
+    pg.add(table(["topic", "min.insync.replicas", "unclean.leader.election.enable",
+                  "topic overrides (/config/topics)", "leaders", "leader rows"], rows))
+
+
 def _config(pg: _Page, history: Sequence[Op], results: Mapping[str, Any] | None,
             options: Mapping[str, Any], st: Mapping[str, Any] | None, t_end: int) -> None:
     pg.section("config", "Configuration")
@@ -584,6 +612,7 @@ def _config(pg: _Page, history: Sequence[Op], results: Mapping[str, Any] | None,
         pg.add(_kv_table(options))
     else:
         pg.add('<p class="note">No options.json.</p>')
+    _topic_settings(pg, results)
     if results:
         for k, title in (("policy", "Policy (which anomalies are allowed)"),
                          ("faults", "Faults")):
