@@ -206,3 +206,55 @@ def test_control_request_is_resent_on_a_new_connection(tmp_path: Path) -> None:
     took, conns, attempts = asyncio.run(run())
     assert conns == 2 and attempts == 2, (conns, attempts)
     assert took < peers.CONTROL_ATTEMPT_TIMEOUT_S + 5.0 < 30.0, took
+
+
+# -- produce requests of one connection: appended in order, answered in order ------------------
+
+
+def test_response_pipeline_answers_in_request_order_and_is_bounded() -> None:
+    """Later produce requests may be acknowledged first (their partition's followers were
+    quicker); the responses still go out in request order, every handler starts in request
+    order, and at most `depth` are pending."""
+    from broker.runtime.pipeline import ResponsePipeline
+
+    async def run() -> tuple[list[int], list[int], int]:
+        written: list[int] = []
+        started: list[int] = []
+        acks = {i: asyncio.get_running_loop().create_future() for i in range(6)}
+        most = 0
+
+        async def write(resp: int) -> None:
+            written.append(resp)
+
+        async def handler(i: int) -> int:
+            started.append(i)  # the synchronous part: the append
+            await acks[i]
+            return i
+
+        pipe = ResponsePipeline(write, depth=3)
+
+        async def reader() -> None:
+            nonlocal most
+            for i in range(6):
+                await pipe.submit(handler(i))
+                most = max(most, len(pipe))
+
+        r = asyncio.create_task(reader())
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert started == [0, 1, 2] and not r.done()  # bounded: the 4th waits for room
+        for i in (2, 1):  # acknowledged out of order
+            acks[i].set_result(None)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert written == []  # 0 is not acknowledged yet: nothing may overtake it
+        acks[0].set_result(None)
+        for i in (5, 3, 4):
+            acks[i].set_result(None)
+        await asyncio.wait_for(r, 5)
+        await asyncio.wait_for(pipe.flush(), 5)
+        await pipe.close()
+        return written, started, most
+
+    written, started, most = asyncio.run(run())
+    assert written == list(range(6)) and started == list(range(6)) and most <= 3
