@@ -733,7 +733,7 @@ def aim(measured: float, target: float, *, at_most: bool, unit: str = "") -> str
     """An aim as a ratio: measured / target, and whether it is met."""
     ok = measured <= target if at_most else measured >= target
     sign = "<=" if at_most else ">="
-    return (f"{measured / target:.2f} of the aim {sign} {target:g}{unit}: "
+    return (f"{measured / target:.2f} of the aim {sign} {target:.3g}{unit}: "
             f"{'meets' if ok else 'MISSES'}")
 
 
