@@ -24,8 +24,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 PRODUCE_PIPELINE_DEPTH = 5  # librdkafka's and the Java producer's default max.in.flight
 
@@ -34,8 +37,10 @@ class ResponsePipeline:
     """Pending responses of one connection, written in order by one task."""
 
     def __init__(self, write: Callable[[Any], Awaitable[None]],
+                 abort: Callable[[], None] = lambda: None,
                  depth: int = PRODUCE_PIPELINE_DEPTH) -> None:
         self._write = write
+        self._abort = abort  # closes the connection: the reader may be waiting for a request
         self.depth = depth
         self._pending: collections.deque[asyncio.Task[Any]] = collections.deque()
         self._writer: asyncio.Task[None] | None = None
@@ -82,6 +87,9 @@ class ResponsePipeline:
             raise
         except BaseException as e:  # the connection is broken: the reader stops too
             self.failed = e
+            if not isinstance(e, ConnectionError | OSError | TimeoutError):
+                log.error("produce request failed: %r", e, exc_info=e)
+            self._abort()
         finally:
             if self.failed is not None or not self._pending:
                 self._empty.set()

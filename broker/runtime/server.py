@@ -453,7 +453,7 @@ class Broker:
                      client_host: str) -> None:
         # Consecutive Produce requests wait for their acks concurrently, answered in order
         # (broker/runtime/pipeline.py); anything else runs alone once they are answered.
-        pipe = ResponsePipeline(functools.partial(self._write_response, writer))
+        pipe = ResponsePipeline(functools.partial(self._write_response, writer), writer.close)
         try:
             await self._serve_requests(reader, writer, client_host, pipe)
         finally:

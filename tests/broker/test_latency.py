@@ -258,3 +258,30 @@ def test_response_pipeline_answers_in_request_order_and_is_bounded() -> None:
 
     written, started, most = asyncio.run(run())
     assert written == list(range(6)) and started == list(range(6)) and most <= 3
+
+
+def test_response_pipeline_failure_closes_the_connection() -> None:
+    """A produce handler that fails (a bug) must not leave the client waiting: the pipeline
+    closes the connection and the reader's next submit or flush raises."""
+    from broker.runtime.pipeline import ResponsePipeline
+
+    async def run() -> tuple[bool, bool]:
+        closed = []
+
+        async def write(resp: object) -> None:
+            pass
+
+        async def bad() -> object:
+            raise RuntimeError("boom")
+
+        pipe = ResponsePipeline(write, lambda: closed.append(True))
+        await pipe.submit(bad())
+        raised = False
+        try:
+            await asyncio.wait_for(pipe.flush(), 5)
+        except RuntimeError:
+            raised = True
+        await pipe.close()
+        return bool(closed), raised
+
+    assert asyncio.run(run()) == (True, True)
