@@ -858,14 +858,16 @@ def soak(args: argparse.Namespace, value: bytes) -> None:
               f"per broker (pid)")
         while True:
             now = time.perf_counter()
-            if now >= end:
-                break
+            last = now >= end
+            if last:
+                p.flush(60)  # the last minute's records, then its row
+                now = max(now, t0 + minute * 60)
             ahead = i / rate - (now - t0)
-            if ahead > 0:
+            if ahead > 0 and not last:
                 time.sleep(min(ahead, 0.05))
                 if ahead > 0.05:
                     continue
-            for _ in range(max(1, int(rate / 1000))):
+            for _ in range(0 if last else max(1, int(rate / 1000))):
                 try:
                     p.produce(TOPIC, value, partition=i % args.partitions, callback=cb)
                 except BufferError:
@@ -892,6 +894,8 @@ def soak(args: argparse.Namespace, value: bytes) -> None:
                 kills.clear()
                 sent_at_minute = i
                 minute += 1
+            if last:
+                break
         stop.set()
         left = p.flush(180)
         t_nem.join(60)
