@@ -23,7 +23,17 @@ used by processes that are not ours ("foreign", % of one core). CPU-s per GB is 
 least disturbed by foreign load; "CPU-bound produce ceiling" turns it into the MB/s the two
 cores would give if nothing else ran. A benchmark never fails on an aim: it reports it.
 
-    --profile DIR   brokers run under cProfile (slower!); top functions printed, .prof kept
+The summary prints issue #12's aims as ratios (measured / aim, and whether met): acks=all
+RF=3 p50 <= 5 ms and p99 <= 20 ms at half load; produce >= 150 MB/s or >= 0.7 of the
+producer's ceiling against the sink, whichever is lower; caught-up consume >= 0.8 of the
+consumer's ceiling; brokers <= 6 CPU-s per GB produced.
+
+    --profile DIR        brokers run under cProfile (slower!); top functions printed, .prof kept
+    --compare BOOTSTRAP  the same producer and consumer against another Kafka-protocol broker
+                         in the same run (127.0.0.0/8 only unless --compare-any-host)
+    --soak [MINUTES]     soak mode only (default 10 min): acks=all at half load while the
+                         leader of partition 0 is killed and restarted; p99 and every
+                         broker's RSS per minute; says whether RSS stayed flat
 """
 
 from __future__ import annotations
@@ -75,8 +85,13 @@ MiB = 1 << 20
 TOPIC = "bench"
 CLK = os.sysconf("SC_CLK_TCK")
 
-AIM_PRODUCE_MBS = 45.0  # the issue: >= 45 MB/s of 1 KB records, acks=all RF=3, 2 cores
-AIM_CONSUME_OF_SENDFILE = 0.80  # the issue: consume >= 80 % of raw sendfile loopback
+# The aims of issue #12 (1 KiB records, acks=all, RF=3, min ISR 2, 3 brokers on 2 cores):
+AIM_P50_MS = 5.0  # acks=all latency at half load, p50 ...
+AIM_P99_MS = 20.0  # ... and p99
+AIM_PRODUCE_MBS = 150.0  # produce >= 150 MB/s, or >= 0.7 of the producer's ceiling against
+AIM_PRODUCE_OF_CEILING = 0.7  # the sink, whichever is lower
+AIM_CONSUME_OF_CEILING = 0.8  # caught-up consume >= 0.8 of the consumer's ceiling (sink)
+AIM_BROKER_CPU_S_PER_GB = 6.0  # all brokers together, per GB produced
 
 
 # -- CPU accounting ---------------------------------------------------------------------------
@@ -549,7 +564,7 @@ def producer_config(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
 
 def produce(conf: dict[str, Any], partitions: int, records: int, value: bytes,
             rate: float | None = None, named: dict[str, int] | None = None,
-            every: int = 1) -> ProduceResult:
+            every: int = 1, topic: str = TOPIC) -> ProduceResult:
     """`records` values of `value` round-robin over the partitions, as fast as possible (or at
     `rate` records/s); the latency of every `every`-th record from its delivery callback
     (librdkafka's produce()-to-acknowledged time)."""
@@ -564,12 +579,12 @@ def produce(conf: dict[str, Any], partitions: int, records: int, value: bytes,
             lat.append(msg.latency())
 
     deadline = time.monotonic() + 30  # every broker's metadata may not list them all yet
-    while len(p.list_topics(TOPIC, timeout=5).topics[TOPIC].partitions) < partitions:
+    while len(p.list_topics(topic, timeout=5).topics[topic].partitions) < partitions:
         if time.monotonic() > deadline:
             raise RuntimeError(f"the producer does not see {partitions} partitions")
         time.sleep(0.2)
     for i in range(min(1000, records)):  # warm up: connections, metadata
-        p.produce(TOPIC, value, partition=i % partitions)
+        p.produce(topic, value, partition=i % partitions)
     p.flush(60)
     produce_ = p.produce
     poll = p.poll
@@ -587,9 +602,9 @@ def produce(conf: dict[str, Any], partitions: int, records: int, value: bytes,
                 while True:
                     try:
                         if i % every == 0:
-                            produce_(TOPIC, value, partition=i % partitions, callback=cb)
+                            produce_(topic, value, partition=i % partitions, callback=cb)
                         else:
-                            produce_(TOPIC, value, partition=i % partitions)
+                            produce_(topic, value, partition=i % partitions)
                         break
                     except BufferError:
                         poll(0.001)
@@ -614,7 +629,7 @@ class ConsumeResult:
 
 
 def consume(bootstrap: str, partitions: int, records: int,
-            named: dict[str, int] | None = None) -> ConsumeResult:
+            named: dict[str, int] | None = None, topic: str = TOPIC) -> ConsumeResult:
     """Caught-up read of the first `records` records from offset 0: time from the first
     record received to the last (excludes connection setup)."""
     wait_quiet()
@@ -625,7 +640,7 @@ def consume(bootstrap: str, partitions: int, records: int,
         "fetch.max.bytes": 64 * MiB, "max.partition.fetch.bytes": 4 * MiB,
     })
     try:
-        c.assign([CkTopicPartition(TOPIC, i, 0) for i in range(partitions)])
+        c.assign([CkTopicPartition(topic, i, 0) for i in range(partitions)])
         got = 0
         first = None
         deadline = time.monotonic() + 300
@@ -660,16 +675,16 @@ def _profiling_python(d: Path) -> str:
     return str(w)
 
 
-def create_topic(bootstrap: str, partitions: int, rf: int) -> dict[int, int]:
+def create_topic(bootstrap: str, partitions: int, rf: int, topic: str = TOPIC) -> dict[int, int]:
     """Create the topic and wait until every partition has a leader and a full ISR.
     Returns partition -> leader."""
     admin = AdminClient({"bootstrap.servers": bootstrap, "log.connection.close": False,
                          "logger": quiet_logger()})
-    for f in admin.create_topics([NewTopic(TOPIC, partitions, rf)]).values():
+    for f in admin.create_topics([NewTopic(topic, partitions, rf)]).values():
         f.result(30)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        md = admin.list_topics(TOPIC, timeout=5).topics.get(TOPIC)
+        md = admin.list_topics(topic, timeout=5).topics.get(topic)
         if md is not None and md.error is None and len(md.partitions) == partitions and all(
                 p.leader >= 0 and len(p.isrs) == rf for p in md.partitions.values()):
             return {i: p.leader for i, p in md.partitions.items()}
@@ -717,6 +732,200 @@ class Table:
             print(f"  {a:<{w0}}  {b:>{w1}}  {c}")
 
 
+def aim(measured: float, target: float, *, at_most: bool, unit: str = "") -> str:
+    """An aim as a ratio: measured / target, and whether it is met."""
+    ok = measured <= target if at_most else measured >= target
+    sign = "<=" if at_most else ">="
+    return (f"{measured / target:.2f} of the aim {sign} {target:.3g}{unit}: "
+            f"{'meets' if ok else 'MISSES'}")
+
+
+def loopback_only(bootstrap: str) -> None:
+    """--compare talks only to 127.0.0.0/8 unless --compare-any-host (network safety)."""
+    for hp in bootstrap.split(","):
+        host = hp.rsplit(":", 1)[0].strip("[]")
+        for info in socket.getaddrinfo(host, None, socket.AF_INET):
+            if not str(info[4][0]).startswith("127."):
+                raise SystemExit(f"--compare {hp}: {info[4][0]} is not in 127.0.0.0/8 "
+                                 "(pass --compare-any-host to allow it)")
+
+
+@dataclass
+class CompareResult:
+    produce: list[ProduceResult]
+    paced: ProduceResult
+    consume: list[ConsumeResult]
+
+
+def compare_run(args: argparse.Namespace, bootstrap: str, value: bytes) -> CompareResult:
+    """The same producer and consumer against another Kafka-protocol broker: a new topic of
+    the same partitions, RF min(3, brokers), min.insync.replicas 2 when RF allows."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log.connection.close": False,
+                         "logger": quiet_logger()})
+    brokers = len(admin.list_topics(timeout=10).brokers)
+    rf = min(3, brokers)
+    topic = f"{TOPIC}-compare-{os.getpid()}-{int(time.time())}"
+    cfg = {"min.insync.replicas": "2"} if rf >= 2 else {}
+    for f in admin.create_topics([NewTopic(topic, args.partitions, rf, config=cfg)]).values():
+        f.result(30)
+    print(f"compare {bootstrap}: {brokers} broker(s), topic {topic} RF {rf}")
+    conf = producer_config(args, bootstrap)
+    n, P = args.records, args.partitions
+    rp = []
+    for _ in range(args.rounds):
+        r = produce(conf, P, n, value, every=args.latency_every, topic=topic)
+        rp.append(r)
+        print(f"compare produce: {r.mbs:6.1f} MB/s {r.rate:8,.0f} rec/s  p50 {r.pct(.5):.0f} ms "
+              f"p99 {r.pct(.99):.0f} ms (saturated)  errors {r.errors}")
+    rate = 0.5 * med(r.rate for r in rp)
+    paced = produce(conf, P, max(1000, int(rate * args.paced_seconds)), value, rate=rate,
+                    every=args.latency_every, topic=topic)
+    print(f"compare produce paced at {rate:,.0f} rec/s ({paced.mbs:.1f} MB/s): p50 "
+          f"{paced.pct(.5):.1f} ms p99 {paced.pct(.99):.1f} ms")
+    rc = []
+    for _ in range(args.rounds):
+        c = consume(bootstrap, P, n, topic=topic)
+        rc.append(c)
+        print(f"compare consume: {c.mbs:6.0f} MB/s")
+    with contextlib.suppress(Exception):
+        for f in admin.delete_topics([topic]).values():
+            f.result(30)
+    return CompareResult(rp, paced, rc)
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def soak(args: argparse.Namespace, value: bytes) -> None:
+    """acks=all at half load for --soak minutes while the leader of partition 0 is killed
+    (kill -9) and restarted every --soak-kill-every seconds; per minute: records, errors,
+    p50/p99 and every broker's RSS; at the end, whether RSS stayed flat."""
+    root = Path(tempfile.mkdtemp(prefix="hiwater-broker-soak-"))
+    cluster = LocalCluster(root / "cluster", 3, {"min.insync.replicas": "2"})
+    cluster.start(wait=False)
+    try:
+        cluster.wait_ready(timeout_s=90.0)
+        create_topic(cluster.bootstrap, args.partitions, 3)
+        conf = {**producer_config(args, cluster.bootstrap), "message.timeout.ms": 120_000}
+        probe = produce(conf, args.partitions, args.records, value, every=args.latency_every)
+        rate = args.soak_rate or 0.5 * probe.rate
+        print(f"soak: {args.soak:g} min at {rate:,.0f} rec/s ({rate * VALUE_BYTES / MB:.1f} "
+              f"MB/s, half of {probe.rate:,.0f} measured), leader of partition 0 killed every "
+              f"{args.soak_kill_every:g} s and restarted {args.soak_down:g} s later")
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap,
+                             "log.connection.close": False, "logger": quiet_logger()})
+        stop = threading.Event()
+        kills: list[str] = []
+
+        def nemesis() -> None:
+            while not stop.wait(args.soak_kill_every):
+                try:
+                    md = admin.list_topics(TOPIC, timeout=5).topics[TOPIC].partitions[0]
+                    victim = md.leader
+                    if victim not in cluster.nodes:
+                        continue
+                    cluster.kill(victim)
+                    kills.append(f"{time.strftime('%H:%M:%S')} killed {victim}")
+                    if stop.wait(args.soak_down):
+                        cluster.start_broker(victim)
+                        return
+                    cluster.start_broker(victim)
+                except Exception as e:  # report, keep soaking
+                    kills.append(f"{time.strftime('%H:%M:%S')} nemesis: {e}")
+
+        p = Producer(conf)
+        lat: list[float] = []
+        errors = [0]
+
+        def cb(err: Any, msg: Any) -> None:
+            if err is not None:
+                errors[0] += 1
+            else:
+                lat.append(msg.latency() * 1000)
+
+        t_nem = threading.Thread(target=nemesis, daemon=True)
+        t_nem.start()
+        rss: dict[int, list[tuple[float, int, float]]] = {b: [] for b in cluster.nodes}
+        t0 = time.perf_counter()
+        end = t0 + args.soak * 60
+        i = 0
+        minute = 1
+        sent_at_minute = 0
+        print(f"{'min':>3} {'records':>8} {'errors':>6} {'p50 ms':>7} {'p99 ms':>8}  RSS MB "
+              f"per broker (pid)")
+        while True:
+            now = time.perf_counter()
+            last = now >= end
+            if last:
+                p.flush(60)  # the last minute's records, then its row
+                now = max(now, t0 + minute * 60)
+            ahead = i / rate - (now - t0)
+            if ahead > 0 and not last:
+                time.sleep(min(ahead, 0.05))
+                if ahead > 0.05:
+                    continue
+            for _ in range(0 if last else max(1, int(rate / 1000))):
+                try:
+                    p.produce(TOPIC, value, partition=i % args.partitions, callback=cb)
+                except BufferError:
+                    p.poll(0.01)
+                    continue
+                i += 1
+            p.poll(0)
+            if now - t0 >= minute * 60:
+                lat_m, lat[:] = sorted(lat), []
+                row = []
+                for b, node in sorted(cluster.nodes.items()):
+                    if node.pid is not None:
+                        m = _rss_mb(node.pid)
+                        rss[b].append((now - t0, node.pid, m))
+                        row.append(f"{b}: {m:.0f} ({node.pid})")
+                    else:
+                        row.append(f"{b}: down")
+                p50 = lat_m[len(lat_m) // 2] if lat_m else float("nan")
+                p99 = lat_m[min(len(lat_m) - 1, int(0.99 * len(lat_m)))] if lat_m else float("nan")
+                print(f"{minute:3d} {i - sent_at_minute:8,d} {errors[0]:6d} {p50:7.1f} "
+                      f"{p99:8.1f}  {', '.join(row)}")
+                for k in kills:
+                    print(f"    {k}")
+                kills.clear()
+                sent_at_minute = i
+                minute += 1
+            if last:
+                break
+        stop.set()
+        left = p.flush(180)
+        t_nem.join(60)
+        print(f"soak done: {i:,} records sent, {left} undelivered, {errors[0]} errors")
+        flat = True
+        for b, samples in sorted(rss.items()):
+            by_pid: dict[int, list[tuple[float, float]]] = {}
+            for t, pid, m in samples:
+                by_pid.setdefault(pid, []).append((t, m))
+            for pid, xs in by_pid.items():
+                if len(xs) < 3:
+                    continue
+                first = xs[1][1]  # after the first minute of its life
+                last = xs[-1][1]
+                grew = last - first
+                ok = grew <= max(20.0, 0.2 * first)
+                flat = flat and ok
+                print(f"broker {b} pid {pid}: RSS {first:.0f} -> {last:.0f} MB over "
+                      f"{(xs[-1][0] - xs[1][0]) / 60:.0f} min: {'flat' if ok else 'GROWS'}")
+        print(f"RSS {'stayed flat' if flat else 'did NOT stay flat'} "
+              "(flat: growth <= max(20 MB, 20 %) per broker process after its first minute)")
+    finally:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--records", type=int, default=200_000, help="records per produce round")
@@ -735,13 +944,32 @@ def main() -> None:
                     help="start a run only when foreign CPU <= this %% of a core (bounded wait)")
     ap.add_argument("--quick", action="store_true", help="smoke run, under a minute")
     ap.add_argument("--profile", type=Path, help="run the brokers under cProfile into DIR")
+    ap.add_argument("--compare", metavar="BOOTSTRAP",
+                    help="also run the same producer/consumer against this Kafka-protocol "
+                         "broker (127.0.0.0/8 only, unless --compare-any-host)")
+    ap.add_argument("--compare-any-host", action="store_true",
+                    help="allow a --compare bootstrap outside 127.0.0.0/8")
+    ap.add_argument("--soak", type=float, nargs="?", const=10.0, metavar="MINUTES",
+                    help="soak mode only: acks=all at half load through leader kills for "
+                         "MINUTES (default 10); p99 and broker RSS per minute")
+    ap.add_argument("--soak-rate", type=float, default=0.0,
+                    help="soak records/s (default: half of a measured saturated round)")
+    ap.add_argument("--soak-kill-every", type=float, default=45.0,
+                    help="seconds between leader kills in the soak")
+    ap.add_argument("--soak-down", type=float, default=10.0,
+                    help="seconds a killed leader stays down in the soak")
     args = ap.parse_args()
+    if args.compare and not args.compare_any_host:
+        loopback_only(args.compare)
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     if args.quick:
         args.records, args.rounds, args.loopback_mib = 20_000, 1, 256
         args.paced_seconds, QUIET["timeout"] = 2.0, 5.0
     QUIET["limit"] = args.quiet_limit
     value = os.urandom(VALUE_BYTES)
+    if args.soak is not None:
+        soak(args, value)
+        return
     n, P, every = args.records, args.partitions, args.latency_every
     started = time.perf_counter()
     root = Path(tempfile.mkdtemp(prefix="hiwater-broker-bench-"))
@@ -866,6 +1094,13 @@ def main() -> None:
         finally:
             cluster.stop()
 
+        cmp = None
+        if args.compare:
+            try:
+                cmp = compare_run(args, args.compare, value)
+            except Exception as e:  # report hiwater's figures anyway
+                print(f"compare {args.compare} failed: {type(e).__name__}: {e}")
+
         table = Table()
         table.add("loopback TCP (sendall 1 MiB)", f"{tcp_m:,.0f} MB/s")
         table.add("loopback sendfile (8 MiB calls)", f"{sf_m:,.0f} MB/s")
@@ -877,30 +1112,47 @@ def main() -> None:
                   f"{sink_p / tcp_m:.3f} of TCP")
         table.add("confluent consumer vs sink", f"{sink_c:,.0f} MB/s",
                   f"{sink_c / sf_m:.3f} of sendfile")
+        aim_p = min(AIM_PRODUCE_MBS, AIM_PRODUCE_OF_CEILING * sink_p)
         table.add("produce acks=all RF=3, 3 brokers", f"{real_p:,.1f} MB/s",
                   f"{real_p / tcp_m:.4f} of TCP; {real_p / sink_p:.3f} of the producer ceiling; "
-                  f"{real_p / AIM_PRODUCE_MBS:.2f} of the aim 45 MB/s: "
-                  f"{'meets' if real_p >= AIM_PRODUCE_MBS else 'MISSES'}")
+                  + aim(real_p, aim_p, at_most=False, unit=" MB/s")
+                  + f" (min of {AIM_PRODUCE_MBS:g} and {AIM_PRODUCE_OF_CEILING:g} of the ceiling)")
         table.add("  latency p50/p99, saturated",
                   f"{med(r.pct(.5) for r in rp):.0f}/{med(r.pct(.99) for r in rp):.0f} ms",
                   "queueing in the client (up to 256 MiB buffered)")
-        table.add("  latency p50/p99 at half load",
-                  f"{paced.pct(.5):.1f}/{paced.pct(.99):.1f} ms",
-                  f"paced at {paced.mbs:.1f} MB/s; linger.ms={args.linger_ms:g} included")
+        table.add("  latency p50 at half load", f"{paced.pct(.5):.1f} ms",
+                  aim(paced.pct(.5), AIM_P50_MS, at_most=True, unit=" ms")
+                  + f"; paced at {paced.mbs:.1f} MB/s, linger.ms={args.linger_ms:g} included")
+        table.add("  latency p99 at half load", f"{paced.pct(.99):.1f} ms",
+                  aim(paced.pct(.99), AIM_P99_MS, at_most=True, unit=" ms"))
         table.add("consume caught-up, 3 brokers", f"{real_c:,.0f} MB/s",
-                  f"{real_c / sf_m:.3f} of sendfile (aim {AIM_CONSUME_OF_SENDFILE:.2f}: "
-                  f"{'meets' if real_c >= AIM_CONSUME_OF_SENDFILE * sf_m else 'MISSES'}); "
-                  f"{real_c / sink_c:.3f} of the consumer ceiling")
-        table.add("CPU-s per GB produced", f"{sum(cpu_gb[k] for k in brokers):.1f}",
-                  "brokers together; " + ", ".join(f"{k} {v:.1f}" for k, v in cpu_gb.items())
+                  f"{real_c / sf_m:.3f} of sendfile; {real_c / sink_c:.3f} of the consumer "
+                  f"ceiling: " + aim(real_c / sink_c, AIM_CONSUME_OF_CEILING, at_most=False))
+        broker_gb = sum(cpu_gb[k] for k in brokers)
+        table.add("CPU-s per GB produced", f"{broker_gb:.1f}",
+                  aim(broker_gb, AIM_BROKER_CPU_S_PER_GB, at_most=True) + "; brokers together; "
+                  + ", ".join(f"{k} {v:.1f}" for k, v in cpu_gb.items())
                   + f", producer {prod_gb:.1f}")
-        need = sum(cpu_gb[k] for k in brokers) + prod_gb
+        need = broker_gb + prod_gb
         ceiling = (os.cpu_count() or 1) / need * 1e3
         table.add("  CPU-bound produce ceiling", f"{ceiling:,.0f} MB/s",
                   f"{os.cpu_count()} cores / {need:.1f} CPU-s per GB (brokers + producer), if "
-                  f"nothing else ran; {ceiling / AIM_PRODUCE_MBS:.2f} of the aim")
+                  f"nothing else ran; {ceiling / aim_p:.2f} of the produce aim")
         table.add("CPU-s per GB consumed", f"{sum(cons_gb.values()):.1f}",
                   "brokers together; " + ", ".join(f"{k} {v:.2f}" for k, v in cons_gb.items()))
+        if cmp is not None:
+            cp, cc = med(r.mbs for r in cmp.produce), med(c.mbs for c in cmp.consume)
+            table.add(f"compare {args.compare}: produce", f"{cp:,.1f} MB/s",
+                      f"hiwater / compare = {real_p / cp:.2f}; {cp / sink_p:.3f} of the "
+                      "producer ceiling")
+            table.add("  latency p50/p99 at half load",
+                      f"{cmp.paced.pct(.5):.1f}/{cmp.paced.pct(.99):.1f} ms",
+                      f"paced at {cmp.paced.mbs:.1f} MB/s; hiwater / compare p50 = "
+                      f"{paced.pct(.5) / cmp.paced.pct(.5):.2f}, p99 = "
+                      f"{paced.pct(.99) / cmp.paced.pct(.99):.2f}")
+            table.add("  consume caught-up", f"{cc:,.0f} MB/s",
+                      f"hiwater / compare = {real_c / cc:.2f}; {cc / sink_c:.3f} of the "
+                      "consumer ceiling")
         print("\nsummary (medians over rounds; ratios to the baselines measured above)")
         table.print()
         if QUIET["gave_up"]:

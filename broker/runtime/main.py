@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import sys
@@ -86,6 +87,12 @@ async def run(config: BrokerConfig) -> int:
     if config.hiwater_admin_port is not None:
         admin = await _admin(broker, broker.host, config.hiwater_admin_port)
     print(f"broker {config.broker_id} serving {broker.adv_host}:{broker.adv_port}", flush=True)
+    # Everything loaded so far (modules, kio's schema classes, hypothesis pulled in by kio,
+    # the recovered logs) lives as long as the broker: out of the collector's sight, so a
+    # full (generation 2) collection no longer walks it. Measured under load: each broker
+    # stalled 50 to 120 ms in one such collection every few seconds of produce traffic,
+    # stalling every request it held (acks=all p99).
+    gc.freeze()
     await broker.serve_until(stop)
     if admin is not None:
         admin.close()

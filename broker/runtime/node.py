@@ -168,7 +168,7 @@ class Node:
         self.now_ms = now_ms or (lambda: int(time.time() * 1000))
         self.replies = ReplyWaiters()
         self.responses = ReplyWaiters()  # inbound inter-broker requests: (src, kind, tp)
-        self._timers: dict[tuple[object, ...], asyncio.TimerHandle] = {}
+        self._timers: dict[tuple[object, ...], asyncio.Handle] = {}
         self._queue: collections.deque[ev.Event] = collections.deque()
         self._busy = False
         self._change: dict[TopicPartition, list[asyncio.Future[None]]] = {}
@@ -298,7 +298,12 @@ class Node:
                 if old is not None:
                     old.cancel()
                 loop = asyncio.get_running_loop()
-                self._timers[key] = loop.call_later(delay / 1000.0, self._fire, key)
+                # A zero-delay timer (a follower's next fetch right after a response) goes
+                # straight to the ready queue: it runs in the loop's next iteration, in the
+                # order it was set, before any task that yields after setting it (the
+                # Fetcher's round assembly relies on that), and never waits on the clock.
+                self._timers[key] = (loop.call_soon(self._fire, key) if delay <= 0
+                                     else loop.call_later(delay / 1000.0, self._fire, key))
             case fx.CancelTimer(key=key):
                 old = self._timers.pop(key, None)
                 if old is not None:
@@ -378,15 +383,18 @@ class Node:
         `timeout_s` (Kafka's DelayedFetch completion conditions, as one wake-up)."""
         if timeout_s <= 0:
             return
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
         keys = list(dict.fromkeys(tps))
         for tp in keys:
             self._change.setdefault(tp, []).append(fut)
+        # One future, set by the change or by the timer: the waiter resumes in the loop's next
+        # iteration (asyncio.wait_for(shield(...)) took three hops through callbacks).
+        timer = loop.call_later(timeout_s, _set_if_pending, fut)
         try:
-            await asyncio.wait_for(asyncio.shield(fut), timeout_s)
-        except TimeoutError:
-            pass
+            await fut
         finally:
+            timer.cancel()
             for tp in keys:
                 lst = self._change.get(tp)
                 if lst is not None and fut in lst:
@@ -409,6 +417,11 @@ class Node:
             h.cancel()
         self._timers.clear()
         self.wake_all()
+
+
+def _set_if_pending(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 def log_dirs_of(paths: Iterable[str]) -> list[Path]:

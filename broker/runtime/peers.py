@@ -62,8 +62,21 @@ CONTROL_RETRIES_UNREGISTERED = 5
 FETCH_VERSION = 12
 OFLE_VERSION = 4
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
-COALESCE_S = 0.001  # Fetcher._run: lets due zero-delay fetch timers fire first
+COALESCE_YIELDS = 2  # Fetcher._run: loop iterations that let due zero-delay fetch timers fire
 CLOSE_CANCEL_S = 5.0  # Peers.close: bound on cancelling fetchers and control channels
+# ControlChannel: one attempt of a control request (connect, send, answer) is bounded by this,
+# not by replica.socket.timeout.ms (30 s): a control request is answered at once (no long
+# poll), so an attempt that takes longer has met a dead connection (a network partition that
+# healed while the request, or its answer, sat in a retransmission backoff). The request stays
+# at the head of the queue and is resent on a new connection (Kafka's ControllerChannelManager),
+# after a bounded backoff. Resending is safe: control requests carry the controller and leader
+# epochs, and a duplicate or a late copy is ignored as stale.
+CONTROL_ATTEMPT_TIMEOUT_S = 5.0
+CONTROL_BACKOFF_S = (0.05, 1.0)  # first and largest pause between attempts
+# Unacknowledged bytes on a control connection for this long mean it is dead (TCP_USER_TIMEOUT):
+# the kernel fails it instead of backing off retransmissions for minutes.
+CONTROL_TCP_USER_TIMEOUT_MS = 3_000
+PEER_READ_LIMIT = 8 * 1024 * 1024  # StreamReader buffer before it pauses the socket
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,9 +97,10 @@ class Connection:
     """One TCP connection to a broker; one request at a time (Kafka brokers answer in order
     per connection anyway). Reconnects lazily."""
 
-    def __init__(self, source_host: str, timeout_s: float) -> None:
+    def __init__(self, source_host: str, timeout_s: float, user_timeout_ms: int = 0) -> None:
         self.source_host = source_host
-        self.timeout_s = timeout_s
+        self.timeout_s = timeout_s  # bounds the connect
+        self.user_timeout_ms = user_timeout_ms
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._target: Endpoint | None = None
@@ -101,8 +115,12 @@ class Connection:
             return
         self.close()
         local = (self.source_host, 0) if self.source_host else None
+        # A large read limit: a fetch response of several MiB is read in a few large chunks,
+        # not paused and resumed every 128 KiB (each pause costs a loop iteration and, on a
+        # busy machine, a wait for the CPU).
         self._reader, self._writer = await asyncio.wait_for(
-            asyncio.open_connection(target.host, target.port, local_addr=local),
+            asyncio.open_connection(target.host, target.port, local_addr=local,
+                                    limit=PEER_READ_LIMIT),
             self.timeout_s,
         )
         self._target = target
@@ -110,6 +128,10 @@ class Connection:
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.user_timeout_ms > 0 and hasattr(socket, "TCP_USER_TIMEOUT"):
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT,
+                                    self.user_timeout_ms)
 
     async def request(self, target: Endpoint, frame: bytes, timeout_s: float) -> bytes:
         """Send one request frame, return the response payload (without size prefix)."""
@@ -169,13 +191,17 @@ class Fetcher:
         while True:
             await self._wake.wait()
             # Handling the last round's responses set a zero-delay fetch timer per partition
-            # (node.py: loop.call_later(0)); they fire before this later-due wake-up, so every
-            # partition that is ready to fetch goes into this round, as in Kafka's fetcher.
-            # Without it, partitions added while a round was in flight were sent alone next,
-            # the answered ones missed that round, and the two sets alternated for good: each
-            # waited out the other's long poll (replica.fetch.wait.max.ms), so an acks=all
-            # produce took ~500 ms once a broker followed a second partition of that leader.
-            await asyncio.sleep(COALESCE_S)
+            # (node.py: loop.call_soon, queued before this task's next step); yielding lets
+            # them fire first, so every partition that is ready to fetch goes into this round,
+            # as in Kafka's fetcher. Without it, partitions added while a round was in flight
+            # were sent alone next, the answered ones missed that round, and the two sets
+            # alternated for good: each waited out the other's long poll
+            # (replica.fetch.wait.max.ms), so an acks=all produce took ~500 ms once a broker
+            # followed a second partition of that leader. The yield is not a timed sleep: a
+            # 1 ms sleep here cost 4 to 10 ms per replication hop on a loaded machine (the
+            # process slept and waited for a CPU again), twice per acks=all produce.
+            for _ in range(COALESCE_YIELDS):
+                await asyncio.sleep(0)
             self._wake.clear()
             if self.truncations:
                 batch_t, self.truncations = self.truncations, {}
@@ -316,8 +342,10 @@ class ControlChannel:
         self.lookup = lookup
         self.timeout_s = timeout_s
         self.endpoints = endpoints
-        self.conn = Connection(source_host, timeout_s)
+        self.attempt_timeout_s = min(timeout_s, CONTROL_ATTEMPT_TIMEOUT_S)
+        self.conn = Connection(source_host, self.attempt_timeout_s, CONTROL_TCP_USER_TIMEOUT_MS)
         self.queue: asyncio.Queue[Message] = asyncio.Queue(CONTROL_QUEUE_MAX)
+        self.attempts = 0  # requests sent, resends included (tests)
         self.task: asyncio.Task[None] | None = None
 
     def add(self, msg: Message) -> None:
@@ -372,7 +400,11 @@ class ControlChannel:
     async def _deliver(self, msg: Message) -> None:
         await self._endpoints_for(msg)
         misses = 0
-        delay = 0.1
+        delay = CONTROL_BACKOFF_S[0]
+        # ControlledShutdown is answered only once the controller moved our leaderships: it
+        # may take long, and the broker bounds its own wait for it.
+        timeout = (self.timeout_s if isinstance(msg, ControlledShutdownRequest)
+                   else self.attempt_timeout_s)
         while True:
             target = await self.lookup(self.dst, misses > 0)
             if target is None:
@@ -384,14 +416,16 @@ class ControlChannel:
                 try:
                     cid = self.conn.next_correlation_id()
                     api_key, frame = self._frame(msg, cid)
-                    payload = await self.conn.request(target, frame, self.timeout_s)
+                    self.attempts += 1
+                    payload = await self.conn.request(target, frame, timeout)
                     self._answered(api_key, payload)
                     return
-                except PeerError as e:
+                except PeerError as e:  # the connection is closed: resend on a new one
                     misses += 1
-                    log.info("control request to %d failed: %s", self.dst, e)
+                    log.info("control request %s to %d failed (attempt %d), resending: %s",
+                             type(msg).__name__, self.dst, misses, e)
             await asyncio.sleep(delay)
-            delay = min(delay * 2, 1.0)
+            delay = min(delay * 2, CONTROL_BACKOFF_S[1])
 
     def _answered(self, api_key: int, payload: bytes) -> None:
         if api_key != 7:

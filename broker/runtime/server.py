@@ -34,6 +34,7 @@ from broker.quotas import QuotaManager
 from broker.runtime.handlers import OFFSETS_TOPIC, Apis
 from broker.runtime.node import Node
 from broker.runtime.peers import Endpoint, Peers
+from broker.runtime.pipeline import ResponsePipeline
 from broker.runtime.zk import ZkAdapter
 from broker.runtime.zkdriver import ZkDriver
 from broker.store.manager import LogManager
@@ -474,6 +475,20 @@ class Broker:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                      client_host: str) -> None:
+        # Consecutive Produce requests wait for their acks concurrently, answered in order
+        # (broker/runtime/pipeline.py); anything else runs alone once they are answered.
+        pipe = ResponsePipeline(functools.partial(self._write_response, writer), writer.close)
+        try:
+            await self._serve_requests(reader, writer, client_host, pipe)
+        finally:
+            await pipe.close()
+
+    async def _write_response(self, writer: asyncio.StreamWriter, resp: Any) -> None:
+        if resp.frame is not None:
+            await self._write(writer, resp.frame)
+
+    async def _serve_requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                              client_host: str, pipe: ResponsePipeline) -> None:
         max_bytes = self.config.socket_request_max_bytes
         while True:
             try:
@@ -486,6 +501,9 @@ class Broker:
                 return
             payload = await reader.readexactly(size)
             api_key = int.from_bytes(payload[:2], "big", signed=True)
+            pipelined = api_key == 0 and not self.quotas.quotas_enabled("produce")
+            if not pipelined:
+                await pipe.flush()
             if ib.is_interbroker(api_key):
                 frame = await self._interbroker(payload)
                 if frame is None:
@@ -494,6 +512,8 @@ class Broker:
                 await writer.drain()
                 continue
             decoded = decode_request(payload)
+            if isinstance(decoded, Close | Reply):
+                await pipe.flush()  # a produce that is not decoded: answer the earlier first
             if isinstance(decoded, Close):
                 log.info("closing connection from %s: %s", client_host, decoded.reason)
                 return
@@ -505,7 +525,11 @@ class Broker:
             if null is not None:  # Kafka's parser throws: close, as for any malformed body
                 log.info("closing connection from %s: api %d v%d: non-nullable array %s is null",
                          client_host, decoded.api_key, decoded.api_version, null)
+                await pipe.flush()  # answer the produce requests read before it
                 return
+            if pipelined:
+                await pipe.submit(self.apis.handle(decoded, client_host))
+                continue
             resp = await self.apis.handle(decoded, client_host)
             if resp.frame is not None:
                 await self._write(writer, resp.frame)

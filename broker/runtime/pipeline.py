@@ -1,0 +1,108 @@
+"""Produce requests on one connection, appended in order while earlier ones wait for acks.
+
+Kafka's guarantee per connection is that requests are processed in the order they are sent
+and their responses come back in that order. Kafka's broker gets it by reading nothing more
+from a connection until the current response is sent, so an acks=all produce holds the
+connection for a whole replication round (a follower's fetch, its next fetch reporting the
+new log end). With the producer's max.in.flight requests queued behind it, every record then
+waits for up to max.in.flight replication rounds once a round takes longer than linger.ms: on
+loopback Kafka's round is a millisecond or two; a Python broker's is several (more on a busy
+machine), and that queue was most of hiwater's acks=all latency at half load (issue #12).
+
+Here consecutive Produce requests of a connection are handed to the core as soon as they are
+read (so their appends happen in request order, as before) and wait for their acks
+concurrently; their responses are written strictly in request order by one writer task. Any
+other request first waits until every pending produce response is written, then runs alone
+as before. So ordering, DelayedProduce (a response waits until the HW covers its batch) and
+the order of responses are Kafka's; only the waits overlap. Bounded: at most `depth` produce
+requests pending per connection. Not used while produce quotas are on (a throttled response
+mutes the connection before the next request is read, KIP-219).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+PRODUCE_PIPELINE_DEPTH = 5  # librdkafka's and the Java producer's default max.in.flight
+
+
+class ResponsePipeline:
+    """Pending responses of one connection, written in order by one task."""
+
+    def __init__(self, write: Callable[[Any], Awaitable[None]],
+                 abort: Callable[[], None] = lambda: None,
+                 depth: int = PRODUCE_PIPELINE_DEPTH) -> None:
+        self._write = write
+        self._abort = abort  # closes the connection: the reader may be waiting for a request
+        self.depth = depth
+        self._pending: collections.deque[asyncio.Task[Any]] = collections.deque()
+        self._writer: asyncio.Task[None] | None = None
+        self._room = asyncio.Event()
+        self._room.set()
+        self._empty = asyncio.Event()
+        self._empty.set()
+        self.failed: BaseException | None = None
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    async def submit(self, handler: Awaitable[Any]) -> None:
+        """Start `handler` now (its synchronous part runs before anything submitted later);
+        its result is written after every earlier one. Waits while `depth` are pending."""
+        while len(self._pending) >= self.depth and self.failed is None:
+            self._room.clear()
+            await self._room.wait()
+        self._raise()
+        task = asyncio.ensure_future(handler)
+        self._pending.append(task)
+        self._empty.clear()
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._drain(), name="response-pipeline")
+
+    async def flush(self) -> None:
+        """Until every pending response is written (or writing failed)."""
+        if self._pending:
+            await self._empty.wait()
+        self._raise()
+
+    def _raise(self) -> None:
+        if self.failed is not None:
+            raise self.failed
+
+    async def _drain(self) -> None:
+        try:
+            while self._pending:
+                resp = await self._pending[0]
+                await self._write(resp)
+                self._pending.popleft()
+                self._room.set()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as e:  # the connection is broken: the reader stops too
+            self.failed = e
+            if not isinstance(e, ConnectionError | OSError | TimeoutError):
+                log.error("produce request failed: %r", e, exc_info=e)
+            self._abort()
+        finally:
+            if self.failed is not None or not self._pending:
+                self._empty.set()
+            self._room.set()
+
+    async def close(self) -> None:
+        """Cancel what is pending (the connection is gone)."""
+        tasks = [*self._pending, *([self._writer] if self._writer is not None else [])]
+        self._pending.clear()
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(BaseException):
+                await t
+        self._empty.set()
+        self._room.set()

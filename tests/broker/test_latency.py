@@ -1,0 +1,287 @@
+"""Replication latency and prompt recovery of the inter-broker channels (issues #12, #13).
+
+- acks=all is answered when the followers' next fetches report the batch (Kafka's
+  DelayedProduce); it must never be bound to a fetch wait or a timer. Live: with
+  replica.fetch.wait.max.ms = 5 s, sequential acks=all produces take far less than 5 s, also
+  right after the followers' held fetches came back empty.
+- After an empty follower fetch the follower fetches again at once (the leader holds the
+  fetch; a follower-side wait would leave a gap in which new data waits for it).
+- A control request (LeaderAndIsr, ...) that meets a dead connection is resent on a new one
+  within a bounded time, not after replica.socket.timeout.ms.
+
+No test here has a tight timing threshold: each bound is a fraction of the wait that a
+regression would add (seconds), so a loaded machine does not fail them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from broker.config import BrokerConfig
+from broker.runtime import peers
+from broker.runtime.cluster import LocalCluster
+from broker.runtime.node import Node
+from broker.runtime.peers import ControlChannel, Endpoint
+from broker.store.manager import LogManager
+from core import events as ev
+from core.config import ProtocolConfig
+from core.effects import SetTimer
+from core.messages import FetchRequest, FetchResponse, LeaderAndIsrRequest, StopReplicaRequest
+from core.node import recover, replica, step
+from core.replica import fetch_timer, on_fetch_response
+from core.types import Errors, PartitionInfo, TopicPartition
+
+from .clients_lib import create_topic, wait_topic
+from .conftest import start_cluster
+
+LONG_WAIT_MS = 5_000
+TP = TopicPartition("t", 0)
+
+
+# -- live: acks=all is not bound to the follower fetch wait --------------------------------------
+
+
+@pytest.fixture(scope="module")
+def long_wait_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    c = start_cluster(tmp_path_factory.mktemp("long-wait"),
+                      **{"replica.fetch.wait.max.ms": str(LONG_WAIT_MS)})
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def _timed_send(p: object, topic: str, partition: int, value: bytes) -> float:
+    t0 = time.monotonic()
+    p.produce(topic, value, partition=partition)  # type: ignore[attr-defined]
+    assert p.flush(30) == 0  # type: ignore[attr-defined]
+    return time.monotonic() - t0
+
+
+@pytest.mark.timeout(180)
+def test_acks_all_far_below_a_long_fetch_wait(long_wait_cluster: LocalCluster) -> None:
+    """20 sequential acks=all produces, then two after the followers' held fetches expired
+    empty: with replica.fetch.wait.max.ms = 5 s, each must take far less than 5 s. Bound to
+    the fetch wait (the leader not waking a held fetch on append, the follower waiting after
+    an empty fetch, the HW not re-evaluated when a follower reports its LEO), they take up to
+    5 s each."""
+    from confluent_kafka import Producer
+
+    cluster = long_wait_cluster
+    topic = "latency-long-wait"
+    assert create_topic("confluent", cluster.bootstrap, topic, 3, 3) == 0
+    wait_topic(cluster, topic, 3)
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0,
+                  "log.connection.close": False})
+    for part in range(3):  # warm up: connections, metadata, full ISRs
+        _timed_send(p, topic, part, b"warm-up")
+    took = []
+    for i in range(20):
+        time.sleep(0.1)  # the followers' fetches park on the leader again
+        took.append(_timed_send(p, topic, i % 3, f"v{i}".encode()))
+    # Idle longer than the fetch wait: the held fetches come back empty and the followers
+    # fetch again; a produce now must not wait for a follower-side pause.
+    idle = []
+    for pause in (LONG_WAIT_MS / 1000 + 0.6, LONG_WAIT_MS / 1000 * 0.5):
+        time.sleep(pause)
+        idle.append(_timed_send(p, topic, 0, b"after-idle"))
+    del p
+    bound = LONG_WAIT_MS / 1000 / 2
+    shown = [round(x, 3) for x in took], [round(x, 3) for x in idle]
+    assert statistics.median(took) < bound / 5, f"acks=all round trips {shown} s"
+    assert max(took + idle) < bound, f"acks=all round trips {shown} s: bound to the fetch wait"
+
+
+# -- the follower fetches again at once after an empty fetch (#13 leftover) ----------------------
+
+
+def test_live_follower_fetches_again_at_once_after_an_empty_fetch(tmp_path: Path) -> None:
+    """The live broker holds an empty follower fetch at the leader (DelayedFetch) and sets the
+    core's follower-side wait to 0, so there is no gap after an empty fetch: the next
+    FetchRequest leaves in the same loop turn's follow-up, before any timer could fire."""
+    cfg = BrokerConfig.from_properties({
+        "broker.id": "1", "zookeeper.connect": "127.0.0.1:2181",
+        "replica.fetch.wait.max.ms": str(LONG_WAIT_MS)})
+    assert cfg.replica_fetch_wait_max_ms == LONG_WAIT_MS  # the leader's hold
+    assert cfg.protocol_config().replica_fetch_wait_max_ms == 0  # no follower-side pause
+
+    async def run() -> list[FetchRequest]:
+        sent: list[FetchRequest] = []
+        node = Node(1, cfg.protocol_config(), LogManager([tmp_path]),
+                    send_to_peer=lambda dst, m: sent.append(m)
+                    if isinstance(m, FetchRequest) else None)
+        node.handle(ev.BrokerRegistered(10))
+        info = PartitionInfo(TP, 2, 1, (1, 2), 0, (1, 2))
+        node.handle(ev.MessageReceived(0, LeaderAndIsrRequest(0, 1, 10, (info,))))
+        for _ in range(3):  # the first fetch leaves on a zero-delay timer
+            await asyncio.sleep(0)
+        assert len(sent) == 1, sent
+        first = sent[0]
+        node.handle(ev.MessageReceived(2, FetchResponse(
+            TP, Errors.NONE, first.fetch_offset, first.current_leader_epoch, 0, 0,
+            end_offset=first.fetch_offset)))  # empty: the leader's hold expired
+        for _ in range(3):
+            await asyncio.sleep(0)  # loop turns, no clock time
+        node.close()
+        return sent
+
+    sent = asyncio.run(run())
+    assert len(sent) == 2, f"no fetch right after an empty one: {sent}"
+    assert sent[1].fetch_offset == sent[0].fetch_offset
+
+
+def test_model_follower_waits_after_an_empty_fetch() -> None:
+    """The model's follower (core default) still waits replica.fetch.wait.max.ms after an
+    empty fetch: that is its abstraction of the long poll, kept for the checkers."""
+    cfg = ProtocolConfig()
+    state = recover(1, cfg, ())
+    state, _ = step(state, ev.BrokerRegistered(10))
+    info = PartitionInfo(TP, 2, 1, (1, 2), 0, (1, 2))
+    state, _ = step(state, ev.MessageReceived(0, LeaderAndIsrRequest(0, 1, 10, (info,))))
+    state, _ = step(state, ev.TimerFired(fetch_timer(TP)))
+    rs = replica(state, TP)
+    assert rs.fetch_in_flight
+    _, out = on_fetch_response(rs, FetchResponse(TP, Errors.NONE, 0, 1, 0, 0, end_offset=0), cfg)
+    timers = [e for e in out if isinstance(e, SetTimer) and e.key == fetch_timer(TP)]
+    assert timers and timers[0].delay_ms == cfg.replica_fetch_wait_max_ms
+
+
+# -- control requests are resent on a new connection (#13 leftover) -----------------------------
+
+
+def test_control_request_is_resent_on_a_new_connection(tmp_path: Path) -> None:
+    """The destination accepts the first connection and never answers on it (a connection
+    that died in a network partition); the request must be resent on a new connection within
+    the attempt bound, not after the 30 s socket timeout."""
+
+    async def run() -> tuple[float, int, int]:
+        conns = 0
+        answered = asyncio.Event()
+
+        async def serve(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            nonlocal conns
+            conns += 1
+            mine = conns
+            try:
+                while True:
+                    size = int.from_bytes(await r.readexactly(4), "big")
+                    payload = await r.readexactly(size)
+                    if mine == 1:
+                        continue  # a black hole
+                    cid = payload[4:8]
+                    w.write((8).to_bytes(4, "big") + cid + b"\0\0\0\0")
+                    await w.drain()
+                    answered.set()
+            except (asyncio.IncompleteReadError, ConnectionError):
+                pass
+            finally:
+                w.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+
+        async def lookup(broker: int, refresh: bool) -> Endpoint | None:
+            return Endpoint("127.0.0.1", port)
+
+        node = Node(1, ProtocolConfig(), LogManager([tmp_path]))
+        ch = ControlChannel(node, 2, lookup, "127.0.0.1", 30.0, lambda: {})
+        t0 = time.monotonic()
+        ch.add(StopReplicaRequest(1, 1, 10, (TP,), False))
+        try:
+            await asyncio.wait_for(answered.wait(), 20.0)
+        finally:
+            took = time.monotonic() - t0
+            if ch.task is not None:
+                ch.task.cancel()
+            ch.conn.close()
+            server.close()
+        return took, conns, ch.attempts
+
+    took, conns, attempts = asyncio.run(run())
+    assert conns == 2 and attempts == 2, (conns, attempts)
+    assert took < peers.CONTROL_ATTEMPT_TIMEOUT_S + 5.0 < 30.0, took
+
+
+# -- produce requests of one connection: appended in order, answered in order ------------------
+
+
+def test_response_pipeline_answers_in_request_order_and_is_bounded() -> None:
+    """Later produce requests may be acknowledged first (their partition's followers were
+    quicker); the responses still go out in request order, every handler starts in request
+    order, and at most `depth` are pending."""
+    from broker.runtime.pipeline import ResponsePipeline
+
+    async def run() -> tuple[list[int], list[int], int]:
+        written: list[int] = []
+        started: list[int] = []
+        acks = {i: asyncio.get_running_loop().create_future() for i in range(6)}
+        most = 0
+
+        async def write(resp: int) -> None:
+            written.append(resp)
+
+        async def handler(i: int) -> int:
+            started.append(i)  # the synchronous part: the append
+            await acks[i]
+            return i
+
+        pipe = ResponsePipeline(write, depth=3)
+
+        async def reader() -> None:
+            nonlocal most
+            for i in range(6):
+                await pipe.submit(handler(i))
+                most = max(most, len(pipe))
+
+        r = asyncio.create_task(reader())
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert started == [0, 1, 2] and not r.done()  # bounded: the 4th waits for room
+        for i in (2, 1):  # acknowledged out of order
+            acks[i].set_result(None)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert written == []  # 0 is not acknowledged yet: nothing may overtake it
+        acks[0].set_result(None)
+        for i in (5, 3, 4):
+            acks[i].set_result(None)
+        await asyncio.wait_for(r, 5)
+        await asyncio.wait_for(pipe.flush(), 5)
+        await pipe.close()
+        return written, started, most
+
+    written, started, most = asyncio.run(run())
+    assert written == list(range(6)) and started == list(range(6)) and most <= 3
+
+
+def test_response_pipeline_failure_closes_the_connection() -> None:
+    """A produce handler that fails (a bug) must not leave the client waiting: the pipeline
+    closes the connection and the reader's next submit or flush raises."""
+    from broker.runtime.pipeline import ResponsePipeline
+
+    async def run() -> tuple[bool, bool]:
+        closed = []
+
+        async def write(resp: object) -> None:
+            pass
+
+        async def bad() -> object:
+            raise RuntimeError("boom")
+
+        pipe = ResponsePipeline(write, lambda: closed.append(True))
+        await pipe.submit(bad())
+        raised = False
+        try:
+            await asyncio.wait_for(pipe.flush(), 5)
+        except RuntimeError:
+            raised = True
+        await pipe.close()
+        return bool(closed), raised
+
+    assert asyncio.run(run()) == (True, True)
