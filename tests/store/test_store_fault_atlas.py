@@ -1,0 +1,45 @@
+"""The storage fault atlas (issue #16): every row of `broker.store.atlas.ROWS` is injected into
+a real log dir, after a clean stop and after a kill -9, and the outcome checked; the document
+`docs/storage-faults.md` is generated from the same rows and must be current."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from atlas_lab import observe
+
+from broker.store.atlas import ROWS, STOPS, render
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "storage-faults.md"
+
+
+def test_the_document_is_generated_from_the_rows() -> None:
+    assert DOC.read_text() == render(), (
+        "docs/storage-faults.md is stale: uv run python -m broker.store.atlas > "
+        "docs/storage-faults.md"
+    )
+
+
+CASES = [
+    pytest.param(file, fault, stop, clean if stop == "clean" else kill, id=f"{file}|{fault}|{stop}")
+    for file, fault, clean, kill, _note, _kafka in ROWS
+    for stop in STOPS
+]
+
+
+@pytest.mark.parametrize(("file", "fault", "stop", "outcome"), CASES)
+def test_fault_atlas_row(
+    file: str, fault: str, stop: str, outcome: str, tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="hiwater.store")
+    seen = observe(tmp_path, file, fault, stop, lambda: caplog.records)
+    assert seen.outcome == outcome, (seen.outcome, seen.detail, seen.warnings)
+    if outcome.startswith("truncated"):
+        assert seen.detail == "at the damage", seen.detail
+    if outcome == "read error":
+        assert seen.detail.endswith("earlier intact=True; named=True"), seen.detail
+    for line in seen.warnings:
+        assert "\n" not in line and "Traceback" not in line
