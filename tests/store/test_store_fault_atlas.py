@@ -5,6 +5,8 @@ a real log dir, after a clean stop and after a kill -9, and the outcome checked;
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,3 +45,25 @@ def test_fault_atlas_row(
         assert seen.detail.endswith("earlier intact=True; named=True"), seen.detail
     for line in seen.warnings:
         assert "\n" not in line and "Traceback" not in line
+
+
+def test_an_unusable_log_dir_stops_the_broker_with_one_line(tmp_path: Path) -> None:
+    """A compaction swap file without its .swap-end record (no crash leaves one: the record is
+    written first) cannot be completed safely: the broker refuses to start with one line
+    naming the file and what to do, exit code 5, no traceback."""
+    data = tmp_path / "data"
+    (data / "t-0").mkdir(parents=True)
+    swap = data / "t-0" / "00000000000000000000.log.swap"
+    swap.write_bytes(b"x")
+    props = tmp_path / "server.properties"
+    props.write_text(
+        f"broker.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\nlog.dirs={data}\n"
+        "zookeeper.connect=127.0.0.1:1\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "broker.runtime.main", "--config", str(props)],
+        capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[2],
+    )
+    assert run.returncode == 5, run
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and str(swap) in lines[0] and "Traceback" not in run.stderr, lines
