@@ -2,7 +2,8 @@
 one row per file kind of docs/storage-faults.md, and replicated safety.
 
 A 3-broker cluster (RF 3, min.insync.replicas 2) takes acks=all idempotent writes to three
-partitions and a consumer group commit; one broker is killed (SIGKILL) and, while it is down,
+partitions and a consumer group commit; one broker is killed (SIGKILL) or stopped cleanly
+(SIGTERM) and, while it is down,
 one file of each kind in its data dir is damaged: a sealed segment (zeroed 4 KiB page), an
 active segment (torn tail), an offset index and a leader-epoch-checkpoint (garbage), the
 high-watermark checkpoint (garbage) and the group's `__consumer_offsets` segment (torn tail).
@@ -119,8 +120,9 @@ def _in_sync(c: LocalCluster, victim: int, leaders: list[int]) -> bool:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("stop", ["kill", "clean"])
 def test_a_broker_with_damaged_files_rejoins_refetches_and_loses_nothing(
-        atlas_cluster: LocalCluster, record_property: Any) -> None:
+        atlas_cluster: LocalCluster, stop: str, record_property: Any) -> None:
     c = atlas_cluster
     t0 = time.monotonic()
     create_topic(c, TOPIC, PARTITIONS)
@@ -134,7 +136,10 @@ def test_a_broker_with_damaged_files_rejoins_refetches_and_loses_nothing(
     victim = c.controller() % 3 + 1  # any broker but the controller
     others = [i for i in sorted(c.nodes) if i != victim]
 
-    c.kill(victim)
+    if stop == "kill":
+        c.kill(victim)
+    else:
+        c.stop_broker(victim)  # SIGTERM: controlled shutdown, flush, every checkpoint
     data = c.nodes[victim].data_dir
     named = _damage(data)
     log_before = c.nodes[victim].log_path.read_text(errors="replace")
