@@ -382,7 +382,7 @@ class Log:
 
     def _delete_segment_files(self, base: int) -> None:
         stem = file_stem(base)
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):  # see delete_files
             path = self.dir / (stem + suffix)
             if self.fs.exists(path):
                 self.fs.remove(path)

@@ -520,6 +520,8 @@ class LogSegment:
         return self.log_path, self.index_path, self.time_index_path
 
     def delete_files(self) -> None:
-        for path in self.paths():
+        # indexes first: a crash in between leaves a .log whose indexes are rebuilt, never an
+        # index without its .log (which recovery reports as a lost segment)
+        for path in (self.index_path, self.time_index_path, self.log_path):
             if self.fs.exists(path):
                 self.fs.remove(path)
