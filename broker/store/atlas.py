@@ -57,9 +57,12 @@ OUTCOMES: dict[str, tuple[str, str]] = {
     "truncated silently": ("recover", "the records the file held are gone and nothing on disk "
                            "says they existed (no checkpoint covers them after a kill -9)"),
     "read error": ("serve up to the damage", "the broker starts without reading the damaged "
-                   "bytes (below the recovery point only headers are walked); a read of the "
-                   "damaged batch fails with CORRUPT_MESSAGE naming the file and position; "
-                   "nothing corrupt is served"),
+                   "bytes (below the recovery point only batch headers are walked, as Kafka); "
+                   "the store's verifying read of the damaged batch fails naming the file and "
+                   "position; the broker's zero-copy fetch sends the batch as stored (as "
+                   "Kafka's does): a follower validates every fetched batch, logs the partition "
+                   "and retries, and a consumer that checks CRCs (the Java client's default) "
+                   "refuses it"),
     "hole": ("recover with a warning", "the log starts after the missing segment; the warning "
              "names the missing file and the offsets lost"),
     "hole silently": ("recover", "a compacted log has legitimate holes (the cleaner removes "
@@ -302,7 +305,9 @@ def render() -> str:
         "covered by no CRC, in Kafka's format as in ours; recovery's offset checks catch a "
         "base offset that goes backwards, a read may not.",
         "- After a clean stop a sealed segment is not CRC-checked at start (as Kafka); a "
-        "damaged payload is found by the first read of it.",
+        "damaged payload is found by the first verifying read of it (a follower's, a "
+        "CRC-checking consumer's), not by the zero-copy fetch path; a background scrub of "
+        "sealed segments would find it sooner.",
         "- A truncation at a damaged batch removes the intact segments after it too (as "
         "Kafka's recovery does): with replication factor 1 those records are lost; with "
         "replicas the follower fetches them again.",
