@@ -201,8 +201,14 @@ ROWS: tuple[tuple[str, ...], ...] = (
     _row("leader-epoch-checkpoint", "bit flip in the middle", "intact", "intact",
          "the flipped bit is in a row's line break or spacing and parses the same"),
 )
+_LISTS_PARTITIONS = (RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT)
 ROWS += tuple(
     _row(name, fault, outcome, outcome, note)
+    if not (fault == "valid file of another partition" and name in _LISTS_PARTITIONS)
+    else _row(name, fault, "rebuilt", "rebuilt", "better than Kafka: a partition it lists "
+              "with no directory here is named in a warning (its records on this broker are "
+              "lost: a missing partition directory is found the same way), and the file is "
+              "rewritten from the logs")
     for name in CHECKPOINT_FILES
     for fault, outcome, note in (
         ("torn tail", "rebuilt", "better than Kafka for the high watermarks: read as empty "
@@ -282,7 +288,14 @@ def render() -> str:
         "No row refuses to start: every file in a log dir can be rebuilt, truncated or "
         "ignored. A log dir the broker cannot use at all (an unreadable directory, a "
         "partition in two dirs, a compaction swap file without its `.swap-end` record) stops "
-        "the broker with one line naming the path, never a traceback.",
+        "the broker with one line naming the path and what to do, exit code 5, never a "
+        "traceback (tested). A whole partition directory missing is named in a warning, from "
+        "the checkpoints that still list it (tested; Kafka says nothing); leftover "
+        "`.cleaned`/`.deleted`/`.tmp` files are removed and an interrupted compaction swap "
+        "completed (the crash-point test). Kafka takes a log dir offline where hiwater "
+        "rebuilds (a damaged leader-epoch-checkpoint or high-watermark checkpoint); hiwater "
+        "never takes a partition offline for a storage fault, because every damaged file "
+        "here is either rebuilt or truncated to a consistent prefix that replication refills.",
         "",
         "## The atlas",
         "",

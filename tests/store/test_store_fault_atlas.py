@@ -67,3 +67,29 @@ def test_an_unusable_log_dir_stops_the_broker_with_one_line(tmp_path: Path) -> N
     assert run.returncode == 5, run
     lines = [line for line in run.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and str(swap) in lines[0] and "Traceback" not in run.stderr, lines
+
+
+def test_a_missing_partition_directory_is_named(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A partition directory removed while the broker was down: the checkpoints still list it,
+    so the start names it (Kafka says nothing); the other partitions serve."""
+    import shutil
+
+    from atlas_lab import read_back, write_logs
+
+    from broker.store.manager import LogManager
+
+    caplog.set_level(logging.WARNING, logger="hiwater.store")
+    d = tmp_path / "data"
+    written = write_logs(d, "clean")
+    shutil.rmtree(d / "t-1")
+    mgr = LogManager([d], topic_configs={})
+    assert mgr.get_log("t", 1) is None
+    assert read_back(mgr, ("t", 0))[0] == written[("t", 0)]
+    lines = [r.getMessage() for r in caplog.records if "t-1" in r.getMessage()]
+    assert lines and all("lost" in line and "\n" not in line for line in lines), lines
+    mgr.shutdown()
+    caplog.clear()
+    LogManager([d], topic_configs={}).shutdown()  # the checkpoints were rewritten
+    assert not [r for r in caplog.records if "t-1" in r.getMessage()]
