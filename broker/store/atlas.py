@@ -202,6 +202,13 @@ ROWS: tuple[tuple[str, ...], ...] = (
          "the flipped bit is in a row's line break or spacing and parses the same"),
 )
 _LISTS_PARTITIONS = (RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT)
+_EMPTY = "read as empty (the warning names the fallback and its cost) and rewritten"
+_READ_AS_EMPTY = {
+    name: f"{_EMPTY}; better than Kafka: the broker never takes the dir offline for it"
+    if name == REPLICATION_OFFSET_CHECKPOINT
+    else f"{_EMPTY}, as Kafka"
+    for name in CHECKPOINT_FILES
+}
 ROWS += tuple(
     _row(name, fault, outcome, outcome, note)
     if not (fault == "valid file of another partition" and name in _LISTS_PARTITIONS)
@@ -211,16 +218,15 @@ ROWS += tuple(
               "rewritten from the logs")
     for name in CHECKPOINT_FILES
     for fault, outcome, note in (
-        ("torn tail", "rebuilt", "better than Kafka for the high watermarks: read as empty "
-         "(each fallback is safe and named in the warning) and rewritten; never offline"),
+        ("torn tail", "rebuilt", _READ_AS_EMPTY[name]),
         ("bit flip in the middle", "intact", "no checksum in Kafka's text format: a flipped "
          "digit is a wrong offset, clamped to the log (recovery point, log start, high "
          "watermark <= log end)"),
-        ("zeroed 4 KiB page", "rebuilt", ""),
-        ("truncated to 0 bytes", "rebuilt", ""),
+        ("zeroed 4 KiB page", "rebuilt", _READ_AS_EMPTY[name]),
+        ("truncated to 0 bytes", "rebuilt", _READ_AS_EMPTY[name]),
         ("missing", "intact", "a missing file is a fresh directory's state: every log is "
          "recovered from its first segment, high watermarks from the log start"),
-        ("garbage", "rebuilt", ""),
+        ("garbage", "rebuilt", _READ_AS_EMPTY[name]),
         ("valid file of another partition", "intact", "another dir's file names none of these "
          "partitions: as missing"),
     )
@@ -233,7 +239,8 @@ ROWS += (
     _row(OFFSETS_FILE, "zeroed 4 KiB page", "truncated", "truncated"),
     _row(OFFSETS_FILE, "truncated to 0 bytes", "hole silently", "hole silently",
          "after a clean stop the warning names only the .index that pointed past the end"),
-    _row(OFFSETS_FILE, "missing", "hole", "hole"),
+    _row(OFFSETS_FILE, "missing", "hole", "hole",
+         "better than Kafka: named, from the leader-epoch-checkpoint, as for any segment"),
     _row(OFFSETS_FILE, "garbage", "truncated", "truncated"),
     _row(OFFSETS_FILE, "valid file of another partition", "substituted", "substituted"),
 )
