@@ -185,6 +185,13 @@ class Log:
         log.fs.makedirs(directory)
         log._load(recovery_point, log_start_offset, now_ms)
         hw = log.log_start_offset if high_watermark is None else high_watermark
+        if hw > log.log_end_offset >= recovery_point:  # (else reported with the recovery point)
+            log.recovery_report.append(
+                f"{log.active_segment.log_path}: the high watermark checkpoint says {hw} but the "
+                f"log ends at {log.log_end_offset}: committed offsets {log.log_end_offset} to "
+                f"{hw - 1} are not on this broker (unflushed when it crashed, or damaged); a "
+                f"follower fetches them again from the leader"
+            )
         log.high_watermark = min(max(hw, log.log_start_offset), log.log_end_offset)
         log.last_flush_ms = now_ms
         return log

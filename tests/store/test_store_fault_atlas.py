@@ -93,3 +93,30 @@ def test_a_missing_partition_directory_is_named(
     caplog.clear()
     LogManager([d], topic_configs={}).shutdown()  # the checkpoints were rewritten
     assert not [r for r in caplog.records if "t-1" in r.getMessage()]
+
+
+def test_committed_offsets_missing_after_a_crash_are_named(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The high-watermark checkpoint is written periodically, the recovery point only after a
+    flush: after a crash the log may end below a checkpointed high watermark (unflushed or
+    damaged). Kafka says nothing; hiwater names the offsets a follower must fetch again."""
+    from broker.store.batch import Record, build_batch
+    from broker.store.manager import LogManager
+
+    caplog.set_level(logging.WARNING, logger="hiwater.store")
+    d = tmp_path / "data"
+    mgr = LogManager([d])
+    log = mgr.get_or_create_log("t", 0)
+    mgr.checkpoint_all()  # recovery point 0
+    for i in range(10):
+        log.append_as_leader(build_batch([Record(0, i, None, b"v%d" % i)], base_offset=0), 0)
+    log.high_watermark = 10
+    mgr.checkpoint_high_watermarks()
+    log.abandon()  # kill -9 before any flush; then the page cache is lost too
+    segment = d / "t-0" / "00000000000000000000.log"
+    segment.write_bytes(b"")
+    again = LogManager([d])
+    lines = [r.getMessage() for r in caplog.records if segment.name in r.getMessage()]
+    assert any("committed offsets 0 to 9" in line for line in lines), lines
+    again.shutdown()
