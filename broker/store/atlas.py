@@ -299,10 +299,13 @@ def render() -> str:
         "traceback (tested). A whole partition directory missing is named in a warning, from "
         "the checkpoints that still list it (tested; Kafka says nothing); leftover "
         "`.cleaned`/`.deleted`/`.tmp` files are removed and an interrupted compaction swap "
-        "completed (the crash-point test). Kafka takes a log dir offline where hiwater "
-        "rebuilds (a damaged leader-epoch-checkpoint or high-watermark checkpoint); hiwater "
-        "never takes a partition offline for a storage fault, because every damaged file "
-        "here is either rebuilt or truncated to a consistent prefix that replication refills.",
+        "completed (the crash-point test). A log that ends below its checkpointed high "
+        "watermark or recovery point (unflushed at a crash, or damaged) names the offsets "
+        "this broker no longer has (tested; Kafka says nothing). Kafka takes a log dir "
+        "offline where hiwater rebuilds (a damaged leader-epoch-checkpoint or high-watermark "
+        "checkpoint); hiwater never takes a partition offline for a storage fault, because "
+        "every damaged file here is either rebuilt or truncated to a consistent prefix that "
+        "replication refills.",
         "",
         "## The atlas",
         "",
