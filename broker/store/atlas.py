@@ -237,8 +237,10 @@ ROWS += (
          "consumers re-read, nothing is skipped)"),
     _row(OFFSETS_FILE, "bit flip in the middle", "read error", "truncated"),
     _row(OFFSETS_FILE, "zeroed 4 KiB page", "truncated", "truncated"),
-    _row(OFFSETS_FILE, "truncated to 0 bytes", "hole silently", "hole silently",
-         "after a clean stop the warning names only the .index that pointed past the end"),
+    _row(OFFSETS_FILE, "truncated to 0 bytes", "hole", "hole silently",
+         "better than Kafka after a clean stop: the index, which points past the new end, "
+         "says which offsets are lost; after a kill -9 the segment is rescanned and nothing "
+         "says what it held (a compacted log may have holes)"),
     _row(OFFSETS_FILE, "missing", "hole", "hole",
          "better than Kafka: named, from the leader-epoch-checkpoint, as for any segment"),
     _row(OFFSETS_FILE, "garbage", "truncated", "truncated"),

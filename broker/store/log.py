@@ -241,6 +241,18 @@ class Log:
                     seg.load()
                     if seg.rebuilt_index_reason:
                         self.recovery_report.append(f"rebuilt index: {seg.rebuilt_index_reason}")
+                    claims = seg.index_claims
+                    if (
+                        claims is not None
+                        and seg.next_offset <= claims[0] < (next_base or 2**63)
+                        and claims[1] < self.config.segment_bytes
+                    ):  # a plausible entry, not garbage: the segment lost its end
+                        self.recovery_report.append(
+                            f"{seg.log_path}: shorter than its index, which names offset "
+                            f"{claims[0]} at position {claims[1]} (the file has {seg.size} "
+                            f"bytes): records from offset {seg.next_offset} to at least "
+                            f"{claims[0]} are lost"
+                        )
                 except CorruptRecordError as e:
                     self.recovery_report.append(f"segment below the recovery point is bad: {e}")
                     needs_recovery = True

@@ -85,6 +85,8 @@ class LogSegment:
         self.rolling_base_ms: int | None = None  # max timestamp of the first batch
         self.bytes_since_last_index_entry = 0
         self.rebuilt_index_reason: str | None = None
+        # (offset, position) of an index entry past the end of the file found by `load`
+        self.index_claims: tuple[int, int] | None = None
         self.closed = False
 
     @property
@@ -396,6 +398,9 @@ class LogSegment:
             self.index.sanity_check(max(self.size, 1), self.next_offset)
         except CorruptIndexError as e:
             self.rebuilt_index_reason = str(e)
+            index = self.index
+            if len(index) and index.values[-1] >= self.size:  # the segment lost bytes?
+                self.index_claims = (index.keys[-1], index.values[-1])
             self.index.reset()
             self.time_index.reset()
             self._scan(from_index=False)
