@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,8 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CkTp
 
 from broker.runtime.cluster import LocalCluster
+from broker.store.checkpoint import read_offsets
+from broker.store.fs import RealFS
 
 from .faults_support import (
     ProducerThread,
@@ -74,9 +77,15 @@ def _damage(data: Path) -> list[tuple[str, ...]]:
     assert len(raw) > 7
     active.write_bytes(raw[:-7])  # torn tail
     named.append((p1.name, active.name))
-    index = _segments(p2)[0].with_suffix(".index")
+    # garbage in an index: named when its segment is below the recovery point (loaded);
+    # past it the segment is rescanned and the index rewritten anyway (the atlas: "intact")
+    rp = read_offsets(RealFS(), data / "recovery-point-offset-checkpoint").get((TOPIC, 2), 0)
+    segs = _segments(p2)
+    loaded = [s for s, nxt in pairwise(segs) if int(nxt.stem) <= rp]
+    index = (loaded or segs)[0].with_suffix(".index")
     index.write_bytes(b"\x7f" * 13)  # garbage: not a whole number of entries
-    named.append((p2.name, index.name))
+    if loaded:
+        named.append((p2.name, index.name))
     (p2 / "leader-epoch-checkpoint").write_bytes(b"\x00garbage\xff\n")
     named.append((p2.name, "leader-epoch-checkpoint"))
     (data / "replication-offset-checkpoint").write_bytes(b"0\n3\nnot a checkpoint\n")
