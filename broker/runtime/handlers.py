@@ -71,6 +71,7 @@ INVALID_PARTITIONS = 37
 INVALID_REPLICATION_FACTOR = 38
 INVALID_REPLICA_ASSIGNMENT = 39
 INVALID_CONFIG = 40
+NOT_CONTROLLER = 41
 INVALID_REQUEST = 42
 TOPIC_DELETION_DISABLED = 73
 INVALID_RECORD = 87
@@ -505,6 +506,14 @@ class Apis:
         validate_only = bool(getattr(body, "validate_only", False))
         results = []
         created: dict[str, int] = {}  # name -> partitions
+        if self.b.zkd is None or self.b.zk is None or not self.b.cluster_id:
+            # still starting (ZooKeeper not reached yet): retriable, as Kafka's answer from a
+            # broker that cannot act for the controller
+            return self._encode(req, {"throttle_time": _ms(0), "topics": [
+                {"name": t.name, "topic_id": topic_id(t.name), "error_code": _code(NOT_CONTROLLER),
+                 "error_message": "The broker is starting: try again.",
+                 "topic_config_error_code": _code(0), "num_partitions": -1,
+                 "replication_factor": -1, "configs": []} for t in body.topics]})
         existing = set(self.topics_view()) | set(await self.b.zk_topics())
         for t in body.topics:
             code, msg, n, rf, assignment, cfg = self._plan_topic(t, existing)
@@ -564,6 +573,10 @@ class Apis:
         body = req.body
         names = list(body.topic_names) if hasattr(body, "topic_names") and body.topic_names \
             else [t.name for t in getattr(body, "topics", ()) or ()]
+        if self.b.zkd is None or self.b.zk is None or not self.b.cluster_id:  # still starting
+            return self._encode(req, {"throttle_time": _ms(0), "responses": [
+                {"name": name, "topic_id": topic_id(name), "error_code": _code(NOT_CONTROLLER),
+                 "error_message": "The broker is starting: try again."} for name in names]})
         results = []
         existing = set(self.topics_view()) | set(await self.b.zk_topics())
         deleted = []

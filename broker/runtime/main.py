@@ -19,12 +19,14 @@ from pathlib import Path
 from broker.config import BrokerConfig, ConfigError
 from broker.runtime.server import Broker
 from broker.runtime.zk import BrokerIdInUse, ZkUnavailable
+from broker.store.errors import StoreError
 
 log = logging.getLogger("hiwater.broker")
 
 EXIT_CONFIG = 2
 EXIT_ZOOKEEPER = 3
 EXIT_FATAL = 4
+EXIT_STORAGE = 5
 ADMIN_REQUEST_MAX = 8192
 
 
@@ -83,6 +85,15 @@ async def run(config: BrokerConfig) -> int:
         log.error("%s", e)
         await broker.stop(controlled=False)
         return EXIT_CONFIG
+    except (StoreError, OSError) as e:
+        if not isinstance(e, StoreError) and broker.logs is not None:
+            raise  # not from loading the log dirs (LogManager is the first thing start does)
+        # a log dir the broker cannot use: one line naming the path (docs/storage-faults.md)
+        print(f"hiwater broker: log dir unusable: {e}: fix or move the named path aside and "
+              f"start again (a replica re-fetches from its leader)", file=sys.stderr, flush=True)
+        with contextlib.suppress(Exception):
+            await broker.stop(controlled=False)
+        return EXIT_STORAGE
     admin = None
     if config.hiwater_admin_port is not None:
         admin = await _admin(broker, broker.host, config.hiwater_admin_port)

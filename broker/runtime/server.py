@@ -339,7 +339,10 @@ class Broker:
         await self.zkd.call(lambda: zk.create_topic(topic, assignment, config))
 
     async def auto_create(self, topic: str) -> int:
-        """Metadata's auto topic creation: LEADER_NOT_AVAILABLE while it is being created."""
+        """Metadata's auto topic creation: LEADER_NOT_AVAILABLE while it is being created (and
+        while this broker is still starting, before ZooKeeper is reached)."""
+        if self.zkd is None or self.zk is None or not self.cluster_id:
+            return 5
         live = sorted(lb.broker_id for lb in self.node.state.live_brokers)
         if topic == OFFSETS_TOPIC:
             n, rf = self.config.offsets_topic_num_partitions, min(

@@ -73,11 +73,13 @@ class LeaderEpochCache:
     def __init__(self, fs: FS, path: Path):
         self.fs = fs
         self.path = path
+        self.load_error: str | None = None  # why the file was unreadable (the log rebuilds)
         try:
             rows = _parse(fs, path, 2)
             self.entries: list[tuple[int, int]] = [(int(e), int(o)) for e, o in rows]
-        except (CheckpointError, ValueError):
+        except (CheckpointError, ValueError) as e:
             self.entries = []  # a broken cache is rebuilt from the batches' epochs by the log
+            self.load_error = str(e) if isinstance(e, CheckpointError) else f"{path}: {e}"
 
     @property
     def latest_epoch(self) -> int | None:

@@ -15,6 +15,7 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 from broker.store import codec
@@ -184,6 +185,13 @@ class Log:
         log.fs.makedirs(directory)
         log._load(recovery_point, log_start_offset, now_ms)
         hw = log.log_start_offset if high_watermark is None else high_watermark
+        if hw > log.log_end_offset >= recovery_point:  # (else reported with the recovery point)
+            log.recovery_report.append(
+                f"{log.active_segment.log_path}: the high watermark checkpoint says {hw} but the "
+                f"log ends at {log.log_end_offset}: committed offsets {log.log_end_offset} to "
+                f"{hw - 1} are not on this broker (unflushed when it crashed, or damaged); a "
+                f"follower fetches them again from the leader"
+            )
         log.high_watermark = min(max(hw, log.log_start_offset), log.log_end_offset)
         log.last_flush_ms = now_ms
         return log
@@ -201,9 +209,29 @@ class Log:
             base = parse_stem(name)
             if base is not None and base not in bases and not name.endswith(SWAP_END_SUFFIX):
                 fs.remove(d / name)  # an index without its log: deleting indexes is safe
+                if not bases or base > bases[-1]:  # below: retention was deleting it
+                    self.recovery_report.append(
+                        f"{file_stem(base)}{LOG_SUFFIX} is missing but its {name} is not: "
+                        f"offsets from {base} are lost; the index was deleted"
+                    )
         recovered = False
         expected = 0
         for i, base in enumerate(bases):
+            if self.segments and base > expected and not self.config.compact:
+                # A hole: a segment before this one is missing or lost its tail. Serving the
+                # hole would let replicas diverge silently (Kafka serves it); truncating here
+                # lets a follower fetch everything from `expected` again.
+                for later in bases[i:]:
+                    self._delete_segment_files(later)
+                prev = self.segments[-1]
+                self.recovery_report.append(
+                    f"{prev.log_path}: ends at offset {expected} but the next segment starts at "
+                    f"{base}: offsets {expected} to {base - 1} are missing (lost tail or missing "
+                    f"segment file): the log is truncated at offset {expected} (deleted "
+                    f"{len(bases) - i} segments from {file_stem(base)}); a follower fetches "
+                    f"them again from the leader"
+                )
+                break
             seg = LogSegment(fs, d, base, self.config, created_ms=now_ms)
             next_base = bases[i + 1] if i + 1 < len(bases) else None
             needs_recovery = recovered or next_base is None or next_base > recovery_point
@@ -213,6 +241,18 @@ class Log:
                     seg.load()
                     if seg.rebuilt_index_reason:
                         self.recovery_report.append(f"rebuilt index: {seg.rebuilt_index_reason}")
+                    claims = seg.index_claims
+                    if (
+                        claims is not None
+                        and seg.next_offset <= claims[0] < (next_base or 2**63)
+                        and claims[1] < self.config.segment_bytes
+                    ):  # a plausible entry, not garbage: the segment lost its end
+                        self.recovery_report.append(
+                            f"{seg.log_path}: shorter than its index, which names offset "
+                            f"{claims[0]} at position {claims[1]} (the file has {seg.size} "
+                            f"bytes): records from offset {seg.next_offset} to at least "
+                            f"{claims[0]} are lost"
+                        )
                 except CorruptRecordError as e:
                     self.recovery_report.append(f"segment below the recovery point is bad: {e}")
                     needs_recovery = True
@@ -242,15 +282,96 @@ class Log:
             start = max(log_start_offset, 0)
             self._add_segment(self._new_segment(start, now_ms))
             self.dir_dirty = True
-        self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
+        first_base = self.segments[0].base_offset
+        epochs = self.leader_epoch_cache.entries
+        if epochs and max(epochs[0][1], log_start_offset) < first_base:
+            # Retention updates the epoch cache and the log start when it deletes segments, so
+            # offsets both still name below the first segment were in segments now missing.
+            lost = max(epochs[0][1], log_start_offset)
+            self.recovery_report.append(
+                f"{d / (file_stem(lost) + LOG_SUFFIX)}: missing: offsets {lost} to "
+                f"{first_base - 1} are lost; the log starts at {first_base} (a follower's "
+                f"log start follows the leader's)"
+            )
+        self.log_start_offset = max(log_start_offset, first_base)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.first_dirty_offset = self.log_start_offset
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self._check_epoch_cache()
+        if recovery_point > self.log_end_offset:
+            self.recovery_report.append(
+                f"{self.active_segment.log_path}: the log ends at offset {self.log_end_offset} "
+                f"but offsets up to the recovery point {recovery_point} were flushed: offsets "
+                f"{self.log_end_offset} to {recovery_point - 1} are lost"
+            )
         self.recovery_point = min(recovery_point, self.log_end_offset)
         if recovered or self.dir_dirty:
             self.dir_dirty = True  # after a crash, which directory entries are durable is unknown
             self.flush()
+
+    def _batch_at(self, offset: int) -> BatchHeader | None:
+        seg = self.segments[max(0, bisect_right(self._bases, offset) - 1)]
+        found = seg.translate_offset(offset)
+        return None if found is None else found[1]
+
+    def _epoch_cache_problem(self) -> str | None:
+        """Why the leader-epoch cache disagrees with the batches, or None. Cheap: one header
+        read per epoch. Kafka trusts the file; a cache from another partition or a damaged one
+        would answer OffsetsForLeaderEpoch wrongly and make a follower truncate wrongly."""
+        cache = self.leader_epoch_cache
+        if cache.load_error is not None:
+            return cache.load_error
+        entries = cache.entries
+        for (e1, o1), (e2, o2) in pairwise(entries):
+            if e2 <= e1 or o2 <= o1:
+                return f"{cache.path}: epochs or offsets do not ascend ({e1} {o1}, {e2} {o2})"
+        leo = self.log_end_offset
+        if leo <= self.log_start_offset:
+            return None
+        try:
+            last = self._batch_at(leo - 1)
+            if last is not None and last.partition_leader_epoch >= 0 and (
+                not entries or entries[-1][0] != last.partition_leader_epoch
+            ):
+                latest = entries[-1][0] if entries else None
+                return (
+                    f"{cache.path}: latest epoch {latest}, but the last batch has epoch "
+                    f"{last.partition_leader_epoch}"
+                )
+            if self.config.compact:
+                return None  # the cleaner removes batches: an epoch's first may be gone
+            for epoch, offset in entries:
+                if offset >= leo or offset < self.log_start_offset:
+                    continue
+                h = self._batch_at(offset)
+                if h is None or h.partition_leader_epoch != epoch or (
+                    h.base_offset != offset and offset != self.log_start_offset
+                ):
+                    return f"{cache.path}: no batch of epoch {epoch} starts at offset {offset}"
+        except StoreError:
+            return None  # a corrupt batch: reads report it; the cache cannot be checked
+        return None
+
+    def _check_epoch_cache(self) -> None:
+        problem = self._epoch_cache_problem()
+        if problem is None:
+            return
+        entries: list[tuple[int, int]] = []
+        try:
+            for seg in self.segments:
+                for _, h in seg.headers_from(0):
+                    epoch = h.partition_leader_epoch
+                    if epoch >= 0 and (not entries or epoch > entries[-1][0]):
+                        entries.append((epoch, max(h.base_offset, self.log_start_offset)))
+        except StoreError:
+            return  # a corrupt header: reads report it
+        self.leader_epoch_cache.replace(entries)
+        self.leader_epoch_cache.load_error = None
+        self.recovery_report.append(
+            f"{problem}: rebuilt from the batches' leader epochs ({len(entries)} epochs); "
+            f"nothing is lost"
+        )
 
     def _remove_temp_files(self) -> None:
         for name in self.fs.listdir(self.dir):
@@ -280,7 +401,7 @@ class Log:
 
     def _delete_segment_files(self, base: int) -> None:
         stem = file_stem(base)
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):  # see delete_files
             path = self.dir / (stem + suffix)
             if self.fs.exists(path):
                 self.fs.remove(path)

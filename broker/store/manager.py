@@ -112,6 +112,21 @@ class LogManager:
             self._register(tp, d, log)
             for line in log.recovery_report:
                 self._report(f"{path}: {line}")
+        here = {tp for tp, ld in self.log_dir_of.items() if ld == d}
+        for name, listed in (
+            (RECOVERY_POINT_CHECKPOINT, recovery),
+            (REPLICATION_OFFSET_CHECKPOINT, hws),
+        ):
+            gone = sorted(set(listed) - here)
+            if gone:
+                damaged.append(name)
+                shown = ", ".join(f"{t}-{p}" for t, p in gone[:5])
+                more = f" and {len(gone) - 5} more" if len(gone) > 5 else ""
+                self._report(
+                    f"{d / name} lists partitions with no directory here: {shown}{more}: their "
+                    f"records on this broker are lost (a replica is created again empty when "
+                    f"the controller assigns it, and fetches everything from the leader)"
+                )
         if damaged:
             self.checkpoint_all_in(d)  # replace the damaged files now, from what was loaded
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -27,6 +28,8 @@ DELETED_SUFFIX = ".deleted"
 
 SCAN_WINDOW = 4 * 1024 * 1024  # bytes read at a time when scanning a segment
 HEADER_WINDOW = 16 * 1024  # bytes read at a time when walking headers
+
+_logger = logging.getLogger("hiwater.store")
 
 
 def file_stem(base_offset: int) -> str:
@@ -82,6 +85,8 @@ class LogSegment:
         self.rolling_base_ms: int | None = None  # max timestamp of the first batch
         self.bytes_since_last_index_entry = 0
         self.rebuilt_index_reason: str | None = None
+        # (offset, position) of an index entry past the end of the file found by `load`
+        self.index_claims: tuple[int, int] | None = None
         self.closed = False
 
     @property
@@ -251,7 +256,27 @@ class LogSegment:
             position += rel
 
     def translate_offset(self, offset: int) -> tuple[int, BatchHeader] | None:
-        """The first batch whose last offset >= `offset`, as (position, header)."""
+        """The first batch whose last offset >= `offset`, as (position, header). An index
+        entry found pointing at the wrong batch (damage the load-time checks cannot see) is
+        reported and both indexes rebuilt from the segment; the lookup is then served (Kafka
+        fails the read instead)."""
+        try:
+            return self._translate_offset(offset)
+        except CorruptIndexError as e:
+            self.rebuild_indexes(str(e))
+            return self._translate_offset(offset)
+
+    def rebuild_indexes(self, reason: str) -> None:
+        _logger.warning("%s: rebuilt %s and %s from the segment; nothing is lost", reason,
+                        self.index_path.name, self.time_index_path.name)
+        self.rebuilt_index_reason = reason
+        self.index.reset()
+        self.time_index.reset()
+        self._scan(from_index=False)
+        self.index.write_pending()
+        self.time_index.write_pending()
+
+    def _translate_offset(self, offset: int) -> tuple[int, BatchHeader] | None:
         indexed, start = self.index.lookup(offset)
         batches = self.headers_from(start)
         if start > 0:
@@ -262,8 +287,7 @@ class LogSegment:
             if header is None or header.last_offset != indexed:
                 raise CorruptIndexError(
                     f"{self.index_path}: entry for offset {indexed} points at position {start}, "
-                    f"which holds no batch ending at that offset; delete the index files to "
-                    f"rebuild them"
+                    f"which holds no batch ending at that offset"
                 )
             if header.last_offset >= offset:
                 return position, header
@@ -374,6 +398,9 @@ class LogSegment:
             self.index.sanity_check(max(self.size, 1), self.next_offset)
         except CorruptIndexError as e:
             self.rebuilt_index_reason = str(e)
+            index = self.index
+            if len(index) and index.values[-1] >= self.size:  # the segment lost bytes?
+                self.index_claims = (index.keys[-1], index.values[-1])
             self.index.reset()
             self.time_index.reset()
             self._scan(from_index=False)
@@ -498,6 +525,8 @@ class LogSegment:
         return self.log_path, self.index_path, self.time_index_path
 
     def delete_files(self) -> None:
-        for path in self.paths():
+        # indexes first: a crash in between leaves a .log whose indexes are rebuilt, never an
+        # index without its .log (which recovery reports as a lost segment)
+        for path in (self.index_path, self.time_index_path, self.log_path):
             if self.fs.exists(path):
                 self.fs.remove(path)

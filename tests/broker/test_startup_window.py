@@ -5,7 +5,9 @@ can reach the broker while `Broker.groups` is still None. Such a request once fa
 connection (an AttributeError in the handler). Now every group API is answered as Kafka answers
 while its coordinator is not active: COORDINATOR_NOT_AVAILABLE in every error field, and the
 connection keeps serving. DescribeConfigs answers the broker's own configuration, and a topic's
-(which needs ZooKeeper) with UNKNOWN_SERVER_ERROR rather than failing the connection.
+(which needs ZooKeeper) with UNKNOWN_SERVER_ERROR rather than failing the connection. A Metadata
+request that would auto-create a topic answers LEADER_NOT_AVAILABLE for it, CreateTopics and
+DeleteTopics NOT_CONTROLLER for each topic: retriable, as Kafka answers.
 
 The broker runs in-process with ZooKeeper "unreachable": `ZkAdapter.start` waits on an event the
 test sets once it is done, then fails as an unreachable ZooKeeper does. No ZooKeeper is needed;
@@ -94,6 +96,25 @@ def window_checks(host: str, port: int) -> list[str]:
         got = [(int(r.error_code), [(e.name, e.value) for e in r.configs]) for r in cfg.results]
         if got != [(-1, []), (0, [("broker.id", "1")])]:
             problems.append(f"DescribeConfigs while starting: {got}")
+        # topic auto-creation, CreateTopics and DeleteTopics need ZooKeeper: retriable errors
+        md = c.call(3, 9, {"topics": [{"name": "auto-t", "topic_id": None}],
+                           "allow_auto_topic_creation": True,
+                           "include_cluster_authorized_operations": False,
+                           "include_topic_authorized_operations": False})
+        if [(t.name, int(t.error_code)) for t in md.topics] != [("auto-t", 5)]:
+            problems.append(f"Metadata auto-creating while starting: {md}")
+        create, delete = API_TABLE[ApiKey.CREATE_TOPICS], API_TABLE[ApiKey.DELETE_TOPICS]
+        for v in range(create.min_served, create.max_version + 1):
+            ct = c.call(19, v, {"topics": [{"name": "new-t", "num_partitions": 1,
+                                            "replication_factor": 1, "assignments": [],
+                                            "configs": []}],
+                                "timeout": 1000, "validate_only": False})
+            if [int(t.error_code) for t in ct.topics] != [41]:  # NOT_CONTROLLER
+                problems.append(f"CreateTopics v{v} while starting: {ct}")
+        for v in range(delete.min_served, delete.max_version + 1):
+            dt = c.call(20, v, {"topic_names": ["old-t"], "timeout": 1000})
+            if [int(t.error_code) for t in dt.responses] != [41]:
+                problems.append(f"DeleteTopics v{v} while starting: {dt}")
         versions = c.call(18, 3, {"client_software_name": "t", "client_software_version": "1"})
         if int(versions.error_code) != 0:
             problems.append(f"ApiVersions after the group requests: {versions}")

@@ -12,7 +12,7 @@ from store_testlib import make_batch, read_all
 from broker.store.batch import HEADER_SIZE, validate_batch
 from broker.store.config import LogConfig
 from broker.store.dump import dump_log
-from broker.store.errors import CorruptIndexError, CorruptRecordError, InvalidRecordError
+from broker.store.errors import CorruptRecordError, InvalidRecordError
 from broker.store.fs import RealFS, SimFS
 from broker.store.log import Log
 
@@ -113,7 +113,9 @@ def test_missing_or_garbage_index_is_rebuilt() -> None:
     assert len(read_all(again)) > 0
 
 
-def test_index_entry_pointing_into_a_batch_is_detected() -> None:
+def test_index_entry_pointing_into_a_batch_is_rebuilt_on_read(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     fs = SimFS(5)
     log, _ = filled(fs)
     leo = log.log_end_offset
@@ -121,9 +123,13 @@ def test_index_entry_pointing_into_a_batch_is_detected() -> None:
     # make the 3rd entry's position point 4 bytes into a batch; entries stay ascending
     fs.flip_bit(INDEX, 2 * 8 + 7, 2)
     reopened = Log.open(DIR, CONFIG, fs, recovery_point=leo)
-    key = reopened.segments[0].index.keys[2]
-    with pytest.raises(CorruptIndexError, match="delete the index files"):
-        reopened.read(key, 1000)
+    seg = reopened.segments[0]
+    key = seg.index.keys[2]
+    expected = read_all(reopened)
+    assert reopened.read_bytes(key, 1000)  # served: the indexes were rebuilt on the way
+    assert seg.rebuilt_index_reason is not None and "holds no batch" in seg.rebuilt_index_reason
+    assert any("00000000000000000000.index" in r.getMessage() for r in caplog.records)
+    assert read_all(reopened) == expected
 
 
 def test_invalid_produce_requests_are_rejected_clearly() -> None:
