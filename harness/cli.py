@@ -281,6 +281,9 @@ def campaign_cmd(
     bootstrap: Annotated[str | None, typer.Option(
         help="Test an existing Kafka-protocol cluster instead (no nemesis).")] = None,
     store: Annotated[Path, typer.Option(help="Where run directories go.")] = Path("store"),
+    runtime: Annotated[str, typer.Option(
+        help="local (processes on 127.0.0.x) | docker (containers; hiwater docker build).")
+    ] = "local",
 ) -> None:
     """Run a Jepsen-style campaign and write store/<name>/<time>/report.html.
     Exit 0 valid, 1 anomalies outside the policy, 2 unknown, 3 error."""
@@ -301,7 +304,12 @@ def campaign_cmd(
             broker_overrides=dict(o.split("=", 1) for o in override or []),
             acks=acks, idempotence=idempotence, concurrency=concurrency, rate=rate,
             sub_via=tuple(x for x in sub_via.split(",") if x), crash_clients=crash_clients,
-            bootstrap=bootstrap, store=store)
+            bootstrap=bootstrap, store=store, runtime=runtime)
+        if opts.runtime == "docker" and opts.bootstrap is None:
+            from harness.runtime.docker import engine_unavailable_reason
+
+            if (reason := engine_unavailable_reason()) is not None:
+                raise ValueError(reason)
     except ValueError as e:
         typer.echo(f"hiwater campaign: {e}", err=True)
         raise typer.Exit(EXIT_ERROR) from None
@@ -334,6 +342,27 @@ def broker_cmd(
         k, v = item.split("=", 1)
         pairs[k.strip()] = v.strip()
     raise typer.Exit(broker_main(str(config), pairs))
+
+
+docker_app = typer.Typer(no_args_is_help=True, help="Images for `campaign --runtime docker`.")
+app.add_typer(docker_app, name="docker")
+
+
+@docker_app.command("build")
+def docker_build(
+    base: Annotated[str, typer.Option(help="Base image (debian:bookworm-slim with a registry)."
+                                      )] = "hiwater/base:bookworm",
+    force: Annotated[bool, typer.Option("--force", help="Rebuild without the cache.")] = False,
+) -> None:
+    """Build the base image (debootstrap) and the node image, each only when missing.
+    Exit 3 when no Docker engine is reachable or a build fails."""
+    from harness.runtime.docker import DockerError, build_images
+
+    try:
+        typer.echo(build_images(base, force=force, log=typer.echo))
+    except DockerError as e:
+        typer.echo(f"hiwater docker build: {e}", err=True)
+        raise typer.Exit(3) from None
 
 
 CLUSTER_DIR = Path("store/cluster")
