@@ -45,6 +45,7 @@ owning process is gone are swept by label at the next start (`sweep_stale`).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import io
 import ipaddress
@@ -58,7 +59,7 @@ import tarfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +93,9 @@ DOCKER_TIMEOUT_S = 60.0
 BUILD_TIMEOUT_S = 3600.0
 # the node image's build context (see docker/node/Dockerfile): name in the context <- repo path
 CONTEXT_FILES = ("pyproject.toml", "uv.lock", "README.md", "docker/node/Dockerfile")
-SOURCE_DIRS = ("core", "spec", "broker", "harness", "nemesis")
+# what a node runs (broker, ZooKeeper, proxy) imports only these: harness/ and spec/ edits
+# need no rebuild
+SOURCE_DIRS = ("core", "broker", "nemesis")
 # the build machine's locally trusted CAs (Debian's place for them), copied into the image so
 # pip and uv inside the build trust what the host trusts (e.g. a TLS-inspecting egress proxy)
 LOCAL_CA_DIR = Path("/usr/local/share/ca-certificates")
@@ -220,11 +223,39 @@ def build_base(image: str = BASE_IMAGE, force: bool = False,
         log(line)
 
 
+BUILD_LOCK = Path("/tmp/hiwater-docker-build.lock")
+
+
+@contextlib.contextmanager
+def _build_lock(timeout_s: float = BUILD_TIMEOUT_S) -> Iterator[None]:
+    """One image build at a time on this machine (test workers, campaigns side by side)."""
+    with open(BUILD_LOCK, "a") as f:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise DockerError(f"another image build held {BUILD_LOCK} for "
+                                      f"{timeout_s:.0f} s") from None
+                time.sleep(1.0)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
 def build_images(base: str = BASE_IMAGE, force: bool = False,
                  log: Callable[[str], None] = print, root: Path = REPO) -> str:
     """Make sure the node image for this tree exists (building what is missing, with Docker's
     cache) and return its reference `hiwater/node:src-<hash>`."""
     require_engine()
+    with _build_lock():
+        return _build_images(base, force, log, root)
+
+
+def _build_images(base: str, force: bool, log: Callable[[str], None], root: Path) -> str:
     if base == BASE_IMAGE:
         build_base(base, force=False, log=log)
     elif not image_exists(base):
@@ -491,6 +522,7 @@ class DockerRuntime(Runtime):
         self.links: Any = None
         self.rules: dict[str, list[list[str]]] = {"proxy": [], ZOOKEEPER_NODE: []}
         self.timings: dict[str, float] = {}
+        self._incarnation: dict[int, int] = {}  # broker id -> starts after the first
         self._cleanup_token: int | None = None
         self._lock = threading.RLock()
         self.started = False
@@ -700,9 +732,15 @@ class DockerRuntime(Runtime):
         return running and paused
 
     def replica_states(self, node: str, timeout_s: float = 2.0) -> dict[str, Any]:
-        url = f"http://{self.broker_address(self._id(node))}:{ADMIN_PORT}/replicas"
+        """The broker's `/replicas`. Its "pid" is the broker's PID inside the container, the
+        same (1) in every incarnation; the live probe tells processes apart by it, so it is
+        replaced by one unique per start of the container (the original is `container_pid`)."""
+        i = self._id(node)
+        url = f"http://{self.broker_address(i)}:{ADMIN_PORT}/replicas"
         with urllib.request.urlopen(url, timeout=timeout_s) as r:
             data: dict[str, Any] = json.loads(r.read())
+        data["container_pid"] = data.get("pid")
+        data["pid"] = self._incarnation.get(i, 0) * 1_000_000 + int(data.get("pid") or 0)
         return data
 
     def _reachable_states(self, timeout_s: float = 1.0) -> list[dict[str, Any]]:
@@ -819,6 +857,7 @@ class DockerRuntime(Runtime):
         with self._lock:
             if self.is_running(node):
                 return {"node": node, "result": "already-running"}
+            self._incarnation[i] = self._incarnation.get(i, 0) + 1
             docker("start", self.container(node))
         if wait:
             self.wait_ready()
