@@ -4,6 +4,7 @@ hiwater is left behind."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -13,7 +14,9 @@ from harness.campaign import EXIT_VALID, CampaignOptions, run_campaign
 from harness.runtime import docker as hd
 from tests.docker.conftest import record_timing
 
-pytestmark = pytest.mark.slow
+# the first test of a process may build the images (scripts/test builds them before pytest;
+# cold, that took 12.5 min here)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
 FAST = {
     "min.insync.replicas": "2",
@@ -35,6 +38,23 @@ def test_images_are_cached(node_image: str) -> None:
     warm = time.monotonic() - t0
     record_timing("build_images_warm", warm)
     assert warm < 30
+
+
+def test_stale_runs_are_swept(node_image: str) -> None:
+    """What a run of a process that is gone left (SIGKILL) goes at the next start; what a
+    live process owns stays."""
+    dead = "999999999:0"  # no such pid
+    for run, owner in (("stale-test-dead", dead), ("stale-test-live", hd.owner_label())):
+        hd.docker("volume", "create", "--label", f"{hd.LABEL}={run}",
+                  "--label", f"{hd.OWNER_LABEL}={owner}", f"hiwater-{run}-{os.getpid()}")
+    try:
+        removed = hd.sweep_stale()
+        assert removed["volume"] >= 1
+        runs = {labels.get(hd.LABEL) for _, labels in hd.labelled("volume")}
+        assert "stale-test-dead" not in runs and "stale-test-live" in runs
+    finally:
+        hd.remove_run("stale-test-live")
+    assert not any(_leftovers().values()), _leftovers()
 
 
 def test_runtime_faults(node_image: str, tmp_path: Path) -> None:
