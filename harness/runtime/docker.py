@@ -339,8 +339,10 @@ def remove_run(run_id: str | None = None, only_dead: bool = False) -> dict[str, 
         if not ids:
             continue
         if kind == "container":
+            paused = set(_out("ps", "-q", "--no-trunc", "--filter", "status=paused").split())
             for i in ids:  # a paused container must be thawed before it can be killed
-                docker("unpause", i, check=False, timeout_s=20)
+                if i in paused:
+                    docker("unpause", i, check=False, timeout_s=20)
             docker("rm", "-f", "-v", *ids, check=False, timeout_s=120)
         else:
             docker(kind, "rm", *ids, check=False, timeout_s=60)
@@ -812,6 +814,8 @@ class DockerRuntime(Runtime):
                                    check=False)
             if r.returncode == 0:
                 written.append(path)
+            else:
+                path.unlink(missing_ok=True)  # no such container (the start failed early)
         for i in range(1, self.brokers + 1):
             src = self.node_dir(node_name(i)) / "server.properties"
             if src.exists():
