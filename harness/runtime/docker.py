@@ -795,7 +795,8 @@ class DockerRuntime(Runtime):
             time.sleep(0.2)
         tails = "; ".join(f"{n}: {self._logs_tail(n, 3)}" for n in self.nodes
                           if not self.is_running(n))
-        raise DockerError(f"cluster not ready after {timeout_s:.0f} s: {last}"
+        waited = timeout_s - max(0.0, deadline - time.monotonic())
+        raise DockerError(f"cluster not ready after {waited:.0f} s: {last}"
                           + (f"; exited: {tails}" if tails else ""))
 
     def _logs_tail(self, node: str, lines: int = 10) -> str:
