@@ -92,7 +92,10 @@ MAX_BROKERS = 200
 DOCKER_TIMEOUT_S = 60.0
 BUILD_TIMEOUT_S = 3600.0
 # the node image's build context (see docker/node/Dockerfile): name in the context <- repo path
-CONTEXT_FILES = ("pyproject.toml", "uv.lock", "README.md", "docker/node/Dockerfile")
+CONTEXT_FILES = ("pyproject.toml", "uv.lock", "docker/node/Dockerfile")
+# pyproject.toml names a readme; the dependency layer gets a fixed one, so that README edits
+# do not invalidate it (they did: every README change re-ran `uv sync`)
+README_PLACEHOLDER = b"# hiwater\n\nThe node image of harness/runtime/docker.py.\n"
 # what a node runs (broker, ZooKeeper, proxy) imports only these: harness/ and spec/ edits
 # need no rebuild
 SOURCE_DIRS = ("core", "broker", "nemesis")
@@ -191,7 +194,7 @@ def build_context(root: Path = REPO) -> tuple[bytes, str]:
     buf = io.BytesIO()
     h = hashlib.sha256()
     entries: list[tuple[str, bytes, int]] = [
-        ("deps/ca/.keep", b"", 0o644)]
+        ("deps/ca/.keep", b"", 0o644), ("README.md", README_PLACEHOLDER, 0o644)]
     for name, path in [*_context_paths(root), *_ca_files()]:
         entries.append((name, path.read_bytes(),
                         0o755 if os.access(path, os.X_OK) else 0o644))
