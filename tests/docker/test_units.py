@@ -58,3 +58,24 @@ def test_missing_engine_is_exit_3_with_one_line(tmp_path: Path) -> None:
     assert b.returncode == 3
     lines = b.stderr.strip().splitlines()
     assert len(lines) == 1 and "no Docker engine" in lines[0], lines
+
+
+def test_image_context_changes_only_with_what_a_node_runs(tmp_path: Path) -> None:
+    """README, harness/ and spec/ edits keep the node image's tag (no rebuild); a broker
+    edit changes it."""
+    import shutil
+
+    from harness.runtime.docker import build_context
+
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for d in ("core", "broker", "nemesis", "docker", "harness", "spec"):
+        shutil.copytree(REPO / d, tmp_path / d, ignore=skip)
+    for f in ("pyproject.toml", "uv.lock", "README.md"):
+        shutil.copyfile(REPO / f, tmp_path / f)
+    _, before = build_context(tmp_path)
+    (tmp_path / "README.md").write_text("changed\n")
+    (tmp_path / "harness" / "new.py").write_text("x = 1\n")
+    (tmp_path / "spec" / "new.py").write_text("x = 1\n")
+    assert build_context(tmp_path)[1] == before
+    (tmp_path / "broker" / "new.py").write_text("x = 1\n")
+    assert build_context(tmp_path)[1] != before
