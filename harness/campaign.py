@@ -58,6 +58,7 @@ class CampaignOptions:
     store: Path = Path("store")
     # cluster (local runtime) or an existing one
     bootstrap: str | None = None
+    runtime: str = "local"  # local | docker (harness.runtime.docker) when no bootstrap
     brokers: int = 3
     replication_factor: int = 3
     min_insync_replicas: int = 2
@@ -99,6 +100,8 @@ class CampaignOptions:
             raise ValueError("--time-limit and --brokers must be positive")
         if self.bootstrap is not None:
             _check_bootstrap(self.bootstrap)
+        if self.runtime not in ("local", "docker"):
+            raise ValueError(f"runtime must be local or docker, not {self.runtime!r}")
         from nemesis.faults import check_spec
 
         for t in self.nemesis_targets:
@@ -267,6 +270,11 @@ def _runtime(opts: CampaignOptions, run_dir: Path) -> Runtime:
         from harness.runtime.existing import ExistingClusterRuntime
 
         return ExistingClusterRuntime(opts.bootstrap)
+    if opts.runtime == "docker":
+        from harness.runtime.docker import DockerRuntime
+
+        return DockerRuntime(run_dir / "cluster", opts.brokers, opts.server_properties(),
+                             opts.bugs, log=log.info)
     from harness.runtime.local import LocalRuntime
 
     return LocalRuntime(run_dir / "cluster", opts.brokers, opts.server_properties(), opts.bugs)

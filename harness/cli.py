@@ -369,6 +369,9 @@ def campaign_cmd(
     store: Annotated[Path, typer.Option(
         metavar="DIR", help="Where run directories go.", rich_help_panel=OUTPUT)
     ] = Path("store"),
+    runtime: Annotated[str, typer.Option(
+        metavar="NAME", help="local (127.0.0.x processes) or docker.",
+        rich_help_panel=CLUSTER)] = "local",
 ) -> None:
     """Run a Jepsen-style campaign on a local cluster.
 
@@ -395,11 +398,16 @@ def campaign_cmd(
             broker_overrides=dict(o.split("=", 1) for o in override or []),
             acks=acks, idempotence=idempotence, concurrency=concurrency, rate=rate,
             sub_via=tuple(x for x in sub_via.split(",") if x), crash_clients=crash_clients,
-            bootstrap=bootstrap, store=store)
+            bootstrap=bootstrap, store=store, runtime=runtime)
         # what the values alone cannot tell; all before anything starts (issue #16)
         if "leader" in opts.nemesis_targets and not opts.target_leader:
             raise ValueError("--nemesis-targets leader needs --target-leader")
-        if opts.bootstrap is None:
+        if opts.runtime == "docker" and opts.bootstrap is None:
+            from harness.runtime.docker import engine_unavailable_reason
+
+            if (reason := engine_unavailable_reason()) is not None:
+                raise ValueError(reason)
+        elif opts.bootstrap is None:
             check_zookeeper()
         else:
             check_bootstrap_reachable(opts.bootstrap)
@@ -466,6 +474,27 @@ def broker_cmd(
         k, v = item.split("=", 1)
         pairs[k.strip()] = v.strip()
     raise typer.Exit(broker_main(str(config), pairs))
+
+
+docker_app = typer.Typer(no_args_is_help=True, help="Images for `campaign --runtime docker`.")
+app.add_typer(docker_app, name="docker", rich_help_panel=MORE)
+
+
+@docker_app.command("build")
+def docker_build(
+    base: Annotated[str, typer.Option(help="Base image (debian:bookworm-slim with a registry)."
+                                      )] = "hiwater/base:bookworm",
+    force: Annotated[bool, typer.Option("--force", help="Rebuild without the cache.")] = False,
+) -> None:
+    """Build the base image (debootstrap) and the node image, each only when missing.
+    Exit 3 when no Docker engine is reachable or a build fails."""
+    from harness.runtime.docker import DockerError, build_images
+
+    try:
+        typer.echo(build_images(base, force=force, log=typer.echo))
+    except DockerError as e:
+        typer.echo(f"hiwater docker build: {e}", err=True)
+        raise typer.Exit(3) from None
 
 
 CLUSTER_DIR = Path("store/cluster")
