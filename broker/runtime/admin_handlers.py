@@ -250,7 +250,7 @@ async def describe_configs(broker: Broker, req: Request) -> bytes:
 def _describe_broker(broker: Broker, name: str, keys: Any, synonyms: bool) -> dict[str, Any]:
     if name == "":
         return _result(BROKER, name, entries=[], keys=keys)  # no dynamic cluster defaults
-    if not name.lstrip("-").isdigit():
+    if re.fullmatch(r"-?[0-9]{1,10}", name) is None:
         return _result(BROKER, name, 42, f"Broker id must be an integer, but it is: {name}")
     if int(name) != broker.broker_id:
         return _result(BROKER, name, 42, f"Unexpected broker id, expected {broker.broker_id} "

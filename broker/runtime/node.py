@@ -176,6 +176,7 @@ class Node:
         self.failed: BaseException | None = None
         self.on_failure: Callable[[BaseException], None] | None = None
         self.on_replica_changed: Callable[[TopicPartition], None] | None = None
+        self.on_partition_deleted: Callable[[TopicPartition], None] | None = None
         self.on_roles_changed: Callable[[], None] | None = None
         self.steps = 0
 
@@ -293,6 +294,8 @@ class Node:
             case fx.DeletePartition(tp=tp):
                 self.logs.delete_log(tp.topic, tp.partition)
                 self._changed(tp)
+                if self.on_partition_deleted is not None:
+                    self.on_partition_deleted(tp)
             case fx.SetTimer(key=key, delay_ms=delay):
                 old = self._timers.pop(key, None)
                 if old is not None:

@@ -96,7 +96,11 @@ class ResponsePipeline:
             self._room.set()
 
     async def close(self) -> None:
-        """Cancel what is pending (the connection is gone)."""
+        """Cancel what is pending (the connection is gone). A request that was read is still
+        carried out, as in Kafka: a handler not yet started runs its synchronous part (the
+        append) first; only the wait for its acknowledgement and its response are dropped."""
+        if any(not t.done() for t in self._pending):
+            await asyncio.sleep(0)  # every pending task's first step runs before we resume
         tasks = [*self._pending, *([self._writer] if self._writer is not None else [])]
         self._pending.clear()
         for t in tasks:

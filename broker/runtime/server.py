@@ -61,6 +61,11 @@ from core.types import NO_BROKER_EPOCH, NO_LEADER, Role, TopicPartition
 
 log = logging.getLogger(__name__)
 
+
+class TopicConfigUnavailable(ConnectionAbortedError):
+    """ZooKeeper could not give a topic's config; the request that needs it is not applied and
+    its connection is closed (a `ConnectionError`: closed quietly, the sender resends)."""
+
 MAX_CONNECTIONS = 10_000
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
 REGISTRATION_WAIT_S = 10.0
@@ -149,6 +154,7 @@ class Broker:
         )
         self.node.on_failure = self._on_fatal
         self.node.on_replica_changed = self._on_replica_changed
+        self.node.on_partition_deleted = self._on_partition_deleted
         self._server = await asyncio.start_server(
             self._on_connection, self.host, self.port, reuse_address=True,
             limit=2 ** 16)
@@ -282,35 +288,44 @@ class Broker:
         if self.groups is not None and tp.topic == OFFSETS_TOPIC:
             self.groups.on_partition_changed(tp.partition)
 
+    def _on_partition_deleted(self, tp: TopicPartition) -> None:
+        """Once a topic's last partition here is deleted, forget its config: a topic created
+        again under the same name is read anew from ZooKeeper."""
+        assert self.logs is not None
+        if not any(t == tp.topic for t, _ in self.logs.logs):
+            self._replication_loaded.discard(tp.topic)
+            self.logs.topic_configs.pop(tp.topic, None)
+
     def _topic_log_config(self, topic: str, overrides: Mapping[str, str]) -> Any:
         if topic == OFFSETS_TOPIC:
             overrides = {**self.config.offsets_topic_overrides(), **overrides}
         return self.config.topic_log_config(overrides)
 
     async def _ensure_topic_configs(self, topics: Iterable[str]) -> None:
-        """Load `/config/topics/<t>` for topics this broker has no log config for yet, before
-        the core creates their logs; and give the core each topic's replication settings
-        (`min.insync.replicas`, `unclean.leader.election.enable`) the first time this process
-        hosts it (new topic, or existing logs after a restart), before the LeaderAndIsr."""
+        """Load `/config/topics/<t>` the first time this process hosts topic `t` (a new topic,
+        or existing logs after a restart), before the core acts on a LeaderAndIsr for it: the
+        topic's log config (also replacing the broker defaults that logs found on disk were
+        opened with) and its replication settings (`min.insync.replicas`,
+        `unclean.leader.election.enable`) for the core.
+
+        Raises `TopicConfigUnavailable` when ZooKeeper cannot say: acting on the topic with the
+        broker defaults in place of its own values could acknowledge an acks=all write with
+        fewer in-sync replicas than the topic demands (Kafka blocks on ZooKeeper here too)."""
         assert self.logs is not None and self.zkd is not None and self.zk is not None
         zk = self.zk
         for t in sorted(set(topics)):
-            need_log = t not in self.logs.topic_configs
-            if not need_log and t in self._replication_loaded:
+            if t in self._replication_loaded:
                 continue
             try:
                 overrides = await self.zkd.call(lambda t=t: zk.topic_config(t))  # type: ignore[misc]
             except Exception as e:
-                log.warning("config of topic %s unavailable (%s): using defaults", t, e)
-                overrides = None
-            if need_log:
-                try:
-                    self.logs.topic_configs[t] = self._topic_log_config(t, overrides or {})
-                except Exception as e:
-                    log.error("topic %s has an invalid config %s: %s", t, overrides, e)
-                    self.logs.topic_configs[t] = self._topic_log_config(t, {})
-            if overrides is None:
-                continue  # read again with the next LeaderAndIsr for the topic
+                raise TopicConfigUnavailable(f"config of topic {t} unavailable: {e}") from None
+            try:
+                log_config = self._topic_log_config(t, overrides)
+            except Exception as e:
+                log.error("topic %s has an invalid log config %s: %s", t, overrides, e)
+                log_config = self._topic_log_config(t, {})
+            self._apply_log_config(t, log_config)
             try:
                 replication = topic_replication_config(overrides)
             except ValueError as e:
@@ -318,6 +333,16 @@ class Broker:
                 replication = TopicConfig()
             self._replication_loaded.add(t)
             self.node.handle(ev.TopicConfigChanged(t, replication))
+
+    def _apply_log_config(self, topic: str, config: Any) -> None:
+        """The topic's log config for logs created from now on and for those already open."""
+        assert self.logs is not None
+        self.logs.topic_configs[topic] = config
+        for (t, _), lg in self.logs.logs.items():
+            if t == topic and lg.config != config:
+                lg.config = config
+                for seg in lg.segments:
+                    seg.config = config
 
     # -- topics -----------------------------------------------------------------------------
 
@@ -501,6 +526,7 @@ class Broker:
             size = check_frame_size(head, max_bytes)
             if not isinstance(size, int):
                 log.info("closing connection from %s: %s", client_host, size.reason)
+                await pipe.flush()  # answer the produce requests read before it
                 return
             payload = await reader.readexactly(size)
             api_key = int.from_bytes(payload[:2], "big", signed=True)
@@ -584,7 +610,13 @@ class Broker:
         if isinstance(msg, LeaderAndIsrRequest):
             for e in decoded.live_leaders:
                 self.endpoints[e.broker_id] = Endpoint(e.host, e.port, e.rack)
-            await self._ensure_topic_configs(p.tp.topic for p in msg.partitions)
+            try:
+                await self._ensure_topic_configs(p.tp.topic for p in msg.partitions)
+            except TopicConfigUnavailable as e:
+                # Not applied: closing the connection makes the controller resend it (peers.py)
+                log.warning("broker %d: LeaderAndIsr from controller %d not applied: %s",
+                            self.broker_id, msg.controller_id, e)
+                raise
         if isinstance(msg, ControlledShutdownRequest):
             fut = self.node.responses.expect((msg.broker_id, "ControlledShutdownResponse", None))
             self.node.handle(ev.MessageReceived(msg.broker_id, msg))
@@ -595,9 +627,6 @@ class Broker:
                                            fut)
                 return ib.encode_interbroker_response(cid, api_key, 15)  # not controller
             return ib.encode_controlled_shutdown_response(resp, cid)
-        if isinstance(msg, StopReplicaRequest) and msg.delete:
-            # The topic is being deleted: a topic created again under its name is read anew.
-            self._replication_loaded.difference_update(tp.topic for tp in msg.partitions)
         assert isinstance(msg, LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest)
         stale = msg.controller_epoch < self.node.state.controller_epoch
         log.info("broker %d: %s from controller %d (epoch %d, broker epoch %d, %d partitions)%s",

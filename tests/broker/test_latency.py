@@ -285,3 +285,32 @@ def test_response_pipeline_failure_closes_the_connection() -> None:
         return bool(closed), raised
 
     assert asyncio.run(run()) == (True, True)
+
+
+def test_response_pipeline_close_still_appends_what_was_read() -> None:
+    """A client that sends produce requests and then closes (an acks=0 producer's last
+    batches, a FIN right behind them) still has them appended, as Kafka appends what reached
+    its request queue: close() lets every submitted handler run its synchronous part (the
+    append) before cancelling the waits for acknowledgement. Found by review: close() used to
+    cancel handlers that had not started, so nothing was appended."""
+    from broker.runtime.pipeline import ResponsePipeline
+
+    async def run() -> list[int]:
+        appended: list[int] = []
+        never = asyncio.get_running_loop().create_future()
+
+        async def write(resp: object) -> None:
+            pass
+
+        async def handler(i: int) -> int:
+            appended.append(i)  # the synchronous part: the append
+            await never  # acks=all: the connection closes before the acknowledgement
+            return i
+
+        pipe = ResponsePipeline(write, depth=5)
+        for i in range(3):
+            await pipe.submit(handler(i))
+        await pipe.close()  # at once: no loop turn between the submits and the close
+        return appended
+
+    assert asyncio.run(run()) == [0, 1, 2]
