@@ -96,9 +96,11 @@ class PartitionStateWritten:
 @dataclass(frozen=True, slots=True)
 class TopicConfigChanged:
     """This broker read the topic's replication settings from `/config/topics/<topic>`:
-    when it first hosts the topic (a LeaderAndIsr for it, or after a restart) and when the
-    topic's config changes. Its partitions obey it from now on, on this broker as leader and,
-    when this broker is the controller, in leader elections."""
+    when it first hosts the topic (a LeaderAndIsr for it, or after a restart), and as the
+    controller when elected or when the topic is created. Its partitions obey it from now on,
+    on this broker as leader and, when this broker is the controller, in leader elections.
+    (No `/config/changes` watch: the broker has no AlterConfigs, so a value edited in
+    ZooKeeper by hand reaches a broker only when it next reads the topic.)"""
 
     topic: str
     config: TopicConfig
