@@ -511,6 +511,52 @@ def _check(c: QueueColumns, policy: QueuePolicy | None) -> dict[str, Any]:
             u = sgk[gf]
             across(u // K, u % K, sik[gf], sik[gl], np.ones(len(u), dtype=bool), True)
 
+    copts = (policy or QueuePolicy()).cycle_options()
+    if copts is not None:
+        if copts.realtime:
+            raise Fallback("realtime order needs invocation positions")
+        # the dependency graph's edges (ww, wr, rw, process) as arrays: writer of each VO
+        # position, then edges between ops; any cycle -> the reference explains it
+        writer_at = np.full(len(ko_s) + 1, -1, dtype=np.int64)
+        sk = s_idx >= 0
+        writer_at[first_pos[s_kid[sk]] + s_idx[sk]] = sr_a[sk]
+        srcs: list[I64] = []
+        dsts: list[I64] = []
+        if copts.ww and len(ko_s) > 1:
+            same = log_kid[1:] == log_kid[:-1]
+            a_ = writer_at[:-2][same]
+            b_ = writer_at[1:-1][same]
+            m = (a_ >= 0) & (b_ >= 0) & (a_ != b_)
+            srcs.append(a_[m])
+            dsts.append(b_[m])
+        for r0, r1, a, b in chunks:
+            rr = np.repeat(run_r_a[r0:r1], run_n_a[r0:r1])
+            rk = np.repeat(run_kid[r0:r1], run_n_a[r0:r1])
+            w_ = writer_at[first_pos[rk] + dcell[cells(r0, r1, a, b)]]
+            m = (w_ >= 0) & (w_ != rr) & is_ok[rr]
+            if m.any():
+                code = np.unique(w_[m] * nrec + rr[m])
+                srcs.append(code // nrec)
+                dsts.append(code % nrec)
+        if copts.rw and nrun:
+            g_r2 = u_code // K
+            g_k2 = u_code % K
+            key_end = np.append(first_pos[1:], len(ko_s)) if nk else first_pos
+            nxt_pos = first_pos[g_k2] + last_i + 1
+            m = (last_i >= 0) & is_ok[g_r2] & (nxt_pos < key_end[g_k2])
+            w_ = writer_at[np.where(m, nxt_pos, len(ko_s))]
+            m &= (w_ >= 0) & (w_ != g_r2)
+            srcs.append(g_r2[m])
+            dsts.append(w_[m])
+        if copts.process:
+            okr = np.flatnonzero(is_ok)
+            po = okr[np.argsort(pid_of_rec[okr], kind="stable")]
+            same = pid_of_rec[po[1:]] == pid_of_rec[po[:-1]]
+            srcs.append(po[:-1][same])
+            dsts.append(po[1:][same])
+        if srcs and _has_cycle(np.concatenate(srcs), np.concatenate(dsts), nrec):
+            raise Fallback("dependency cycle")
+
     worst = _worst_lag(c, nk, keys, nonfail, pid_of_rec, pids, sub_pi,
                        run_max, (cs_all, ord_all), (sg, sord))
     if worst is None:
@@ -539,6 +585,37 @@ def _check(c: QueueColumns, policy: QueuePolicy | None) -> dict[str, Any]:
         "info_txn_causes": to_jsonable([causes[k] for k in sorted(causes)]),
         "stats": {"ops": c.n_events, "client_ops": nrec, "ok": n_ok, "keys": nkeys},
     }
+
+
+def _has_cycle(src: I64, dst: I64, n: int) -> bool:
+    """Whether the directed graph (edges src -> dst over nodes 0..n-1) has a cycle: peel
+    nodes without in- or out-edges a few rounds with numpy, then Tarjan on what is left."""
+    from harness.checkers.cycles import has_cycle
+
+    for _ in range(8):
+        if len(src) == 0:
+            return False
+        has_in = np.zeros(n, dtype=bool)
+        has_in[dst] = True
+        has_out = np.zeros(n, dtype=bool)
+        has_out[src] = True
+        alive = has_in & has_out
+        keep = alive[src] & alive[dst]
+        if keep.all():
+            break
+        src = src[keep]
+        dst = dst[keep]
+    if len(src) == 0:
+        return False
+    nodes, (s2, d2) = _ids(src, dst)
+    order = np.argsort(s2, kind="stable")
+    s2 = s2[order]
+    d2 = d2[order]
+    starts = np.searchsorted(s2, np.arange(len(nodes) + 1))
+    dl = d2.tolist()
+    st = starts.tolist()
+    succ = [dl[st[i]:st[i + 1]] for i in range(len(nodes))]
+    return has_cycle(len(nodes), succ)
 
 
 def _worst_lag(
