@@ -297,3 +297,16 @@ def test_random_histories_equal_brute_force(h: list[Op], ww: bool, rw: bool) -> 
     got = {k: min(e["length"] for e in es) for k, es in a.errors.items()
            if k in cycles.CYCLE_ANOMALIES}
     assert got == want
+
+
+def test_report_lists_and_draws_each_cycle() -> None:
+    from harness.checkers import check
+    from harness.report.page import render_html
+
+    h = g1c()
+    res = json.loads(json.dumps(check(h.ops, QueuePolicy.of(ww_deps=False))))
+    page = render_html(h.ops, res)
+    assert "G1c (circular information flow)" in page
+    assert '<ol class="cycle">' in page and "<svg" in page
+    assert "<li>op #1 -wr(key x: 1)-&gt; op #3</li>" in page
+    assert "<li>op #3 -wr(key y: 2)-&gt; op #1</li>" in page
