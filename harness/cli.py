@@ -207,20 +207,21 @@ def check_history(
     history: Path,
     time_limit: Annotated[float, typer.Option(help="linearizability budget, s")] = 60.0,
     out: Annotated[Path | None, typer.Option(help="write results JSON here")] = None,
+    model: Annotated[str | None, typer.Option(
+        help="linearizability model: register, cas-register, kv, set, queue")] = None,
+    report: Annotated[Path | None, typer.Option(help="write a report page here")] = None,
 ) -> None:
-    """Check a history (JSONL or Parquet) for queue anomalies and linearizability.
-    Exit 0 valid, 1 anomalies, 2 unknown."""
-    from harness.checkers import check_file
+    """Check a history (JSONL, Parquet, Jepsen history.edn or a Porcupine-style log) for
+    queue anomalies and linearizability. Exit 0 valid, 1 anomalies, 2 unknown."""
+    from harness.checkers import check_command
 
     try:
-        results = check_file(history, time_limit_s=time_limit)
+        results = check_command(history, time_limit_s=time_limit, model=model, out=out,
+                                report=report)
     except (OSError, ValueError) as e:
         typer.echo(f"cannot check {history}: {e}", err=True)
         raise typer.Exit(3) from None
-    text = json.dumps(results, indent=2, default=str)
-    if out is not None:
-        out.write_text(text)
-    typer.echo(text)
+    typer.echo(json.dumps(results, indent=2, default=str))
     valid = results.get("valid?")
     raise typer.Exit(0 if valid is True else 2 if valid == "unknown" else 1)
 

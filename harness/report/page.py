@@ -874,6 +874,13 @@ def _linearizability(pg: _Page, history: Sequence[Op], results: Mapping[str, Any
         ks = lin["unknown_keys"]
         pg.add(f'<p class="note">Undecided (time limit) for {len(ks)} key(s): '
                f"{esc(ks[:30], 300)}.</p>")
+    verdicts = [x for x in lin.get("verdicts") or () if isinstance(x, str)]
+    if verdicts:
+        items = "".join(f"<li>{html.escape(x, quote=False)}</li>" for x in verdicts[:50])
+        more = (f"<li>… and {len(verdicts) - 50} more</li>" if len(verdicts) > 50 else "")
+        n_ok = lin.get("linearizable_keys")
+        pg.add("<p>Per key" + (f" ({esc(n_ok)} key(s) linearizable)" if n_ok is not None
+                               else "") + f':</p><ul class="per-key">{items}{more}</ul>')
     fails = [f for f in lin.get("failures") or () if isinstance(f, Mapping)]
     if not fails:
         return
