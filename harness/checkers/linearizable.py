@@ -34,8 +34,11 @@ so when its subtree fails the search backtracks past it without trying alternati
 `time_limit_s` (and at most `key_time_limit_s`), so one hard key never hides another key's
 verdict; keys that ran out are retried with the time the others left over. The search reads
 the clock every 256 steps, so a deadline is honoured within a few milliseconds (a step is a
-model step and a cache probe). A key that runs out yields `"unknown"` (Knossos/Porcupine),
-never a hang. Validity merges as Jepsen's: any False makes the whole False, else any
+model step and a cache probe); a timed-out search's cache is kept (`release()`, or the next
+`analysis` before its clock starts, frees it), since freeing millions of entries would
+itself overrun the deadline by up to seconds; the cyclic GC is paused during a search (and
+what it allocated is frozen out of the next collections' way until `release`). A key that
+runs out yields `"unknown"` (Knossos/Porcupine), never a hang. Validity merges as Jepsen's: any False makes the whole False, else any
 "unknown" makes it "unknown". Results list each key's verdict ("key 3: not linearizable",
 "key 7: unknown after 20.0 s").
 
@@ -58,6 +61,7 @@ elsewhere an indefinite op returns at +infinity (Porcupine).
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -299,13 +303,46 @@ def _h(v: Any) -> Any:
 
 
 class _Timeout(Exception):
-    pass
+    """The search ran out of time; carries its cache, whose freeing would overrun the
+    deadline (a million entries take about a second to free on a loaded machine)."""
+
+    def __init__(self, cache: object = None) -> None:
+        super().__init__("time limit reached")
+        self.cache = cache
+
+
+#: caches of searches that timed out, freed when the next `analysis` starts (before its
+#: clock does) or by `release()`, so a timeout returns within the deadline
+_GRAVEYARD: list[object] = []
+
+
+def release() -> None:
+    """Free the caches that timed-out searches left behind; unfreeze what the searches
+    froze out of the garbage collector's way."""
+    _GRAVEYARD.clear()
+    gc.unfreeze()
 
 
 def check_partition(
     part: _Partition, model: Model = REGISTER, deadline: float | None = None
 ) -> dict[str, Any]:
-    """WGL search with state caching on one partition."""
+    """WGL search with state caching on one partition. The cyclic garbage collector is
+    paused meanwhile: the cache's millions of tuples hold no cycles, and a full collection
+    over them would stall the search (and its deadline) for a long time."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _search(part, model, deadline)
+    finally:
+        if was_enabled:
+            # the objects allocated meanwhile would make the first collection after
+            # re-enabling traverse them all (hundreds of ms): move them out of its way
+            # (`release` puts them back)
+            gc.freeze()
+            gc.enable()
+
+
+def _search(part: _Partition, model: Model, deadline: float | None) -> dict[str, Any]:
     n = len(part.f)
     # list nodes: calls 0..n-1, returns n..2n-1, head 2n, tail 2n+1
     events = sorted(
@@ -344,7 +381,7 @@ def check_partition(
     while nxt[head] != tail:
         steps += 1
         if deadline is not None and not steps & 255 and time.monotonic() > deadline:
-            raise _Timeout
+            raise _Timeout(cache)
         if entry < n:
             new_state = step(state, fs[entry], args[entry], outs[entry])
             if new_state is ILLEGAL:
@@ -445,6 +482,7 @@ def analysis(
     """Check every key. `time_limit_s` bounds the whole check (None: no limit); each key gets
     its fair share of the time left (at most `key_time_limit_s`), keys that ran out are
     retried with the time left over."""
+    release()
     start = time.monotonic()
     deadline = None if time_limit_s is None else start + time_limit_s
     parts, dropped = partitions(history, model)
@@ -458,7 +496,9 @@ def analysis(
         kd = None if budget is None else t0 + budget
         try:
             r = check_partition(parts[k], model, kd)
-        except _Timeout:
+        except _Timeout as e:
+            _GRAVEYARD.append(e.cache)
+            e.cache = None
             r = {"key": k, "valid?": "unknown", "ops": len(parts[k].f),
                  "error": "time limit reached"}
         r["time_s"] = time.monotonic() - t0
@@ -501,6 +541,7 @@ def analysis(
         "per_key": per_key,
         "time_s": time.monotonic() - start,
     }
+    # (the caches of timed-out keys stay in the graveyard until the next check)
 
 
 def verdict_line(r: Mapping[str, Any]) -> str:

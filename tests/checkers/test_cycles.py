@@ -310,3 +310,33 @@ def test_report_lists_and_draws_each_cycle() -> None:
     assert '<ol class="cycle">' in page and "<svg" in page
     assert "<li>op #1 -wr(key x: 1)-&gt; op #3</li>" in page
     assert "<li>op #3 -wr(key y: 2)-&gt; op #1</li>" in page
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(1, 9), st.lists(st.tuples(st.integers(0, 8), st.integers(0, 8)),
+                                   max_size=16))
+def test_columnar_acyclicity_check_equals_tarjan(n: int, es: list[tuple[int, int]]) -> None:
+    import numpy as np
+
+    from harness.checkers.queue_fast import _has_cycle
+
+    es = [(a, b) for a, b in es if a != b and a < n and b < n]
+    succ = [[b for a, b in es if a == x] for x in range(n)]
+    src = np.array([a for a, _ in es], dtype=np.int64)
+    dst = np.array([b for _, b in es], dtype=np.int64)
+    assert _has_cycle(src, dst, n) == cycles.has_cycle(n, succ)
+    # the same graph inside long chains: every edge becomes a path of 50 one-in one-out nodes
+    m = n
+    s2: list[int] = []
+    d2: list[int] = []
+    for a, b in es:
+        prev = a
+        for _ in range(50):
+            s2.append(prev)
+            d2.append(m)
+            prev = m
+            m += 1
+        s2.append(prev)
+        d2.append(b)
+    assert _has_cycle(np.array(s2, dtype=np.int64), np.array(d2, dtype=np.int64), m) == \
+        cycles.has_cycle(n, succ)
