@@ -39,8 +39,8 @@ model step and a cache probe); a timed-out search's cache is kept (`release()`, 
 itself overrun the deadline by up to seconds; the cyclic GC is paused during a search (and
 what it allocated is frozen out of the next collections' way until `release`). A key that
 runs out yields `"unknown"` (Knossos/Porcupine), never a hang. Validity merges as Jepsen's:
-any False makes the whole False, else any "unknown" makes it "unknown". Results list each key's verdict ("key 3: not linearizable",
-"key 7: unknown after 20.0 s").
+any False makes the whole False, else any "unknown" makes it "unknown". Results list each
+key's verdict ("key 3: not linearizable", "key 7: unknown after 20.0 s").
 
 **Models as data** (`MODELS`, by name): each `Model` names its op `f`s, which are read-only,
 which take their output from the completion, which failed ops are definite outcomes, and a
