@@ -91,17 +91,18 @@ class CycleOptions:
 @dataclass
 class DepGraph:
     """Nodes 0..n-1 (`ops[i]` is node i's completion); `edges[(a, b)]` = label bits;
-    `why[(a, b, label)]` = that edge's explanation."""
+    `why[(a, b, label)]` = that edge's explanation as a tuple (`why_dict` names it: ww/rw
+    (key, value, value2), wr (key, value), process (process,), realtime ())."""
 
     ops: list[Op]
     edges: dict[tuple[int, int], int] = field(default_factory=dict)
-    why: dict[tuple[int, int, int], dict[str, Any]] = field(default_factory=dict)
+    why: dict[tuple[int, int, int], tuple[Any, ...]] = field(default_factory=dict)
 
     @property
     def n(self) -> int:
         return len(self.ops)
 
-    def link(self, a: int, b: int, label: int, why: dict[str, Any]) -> None:
+    def link(self, a: int, b: int, label: int, why: tuple[Any, ...] = ()) -> None:
         if a == b:
             return
         e = self.edges.get((a, b), 0)
@@ -209,7 +210,7 @@ def graph_of(
         if opts.process:
             prev = last_ok.get(op.process)
             if prev is not None:
-                g.link(prev, node, PROCESS, {"type": "process", "process": op.process})
+                g.link(prev, node, PROCESS, (op.process,))
             last_ok[op.process] = node
         if opts.realtime:
             preds = preds or []
@@ -220,21 +221,20 @@ def graph_of(
     if opts.realtime:
         for b, ps in preds_of.items():
             for a in ps:
-                g.link(a, b, REALTIME, {"type": "realtime"})
+                g.link(a, b, REALTIME)
     if opts.ww:
         for k, vals in by_index.items():
             for i in range(1, len(vals)):
                 wa = writer_of.get((k, vals[i - 1]))
                 wb = writer_of.get((k, vals[i]))
                 if wa is not None and wb is not None:
-                    g.link(wa, wb, WW, {"type": "ww", "key": k, "value": vals[i - 1],
-                                      "value2": vals[i]})
+                    g.link(wa, wb, WW, (k, vals[i - 1], vals[i]))
     for node, reads in ok_reads:
         for k, vs in reads.items():
             for v in dict.fromkeys(vs):
                 w = writer_of.get((k, v))
                 if w is not None:
-                    g.link(w, node, WR, {"type": "wr", "key": k, "value": v})
+                    g.link(w, node, WR, (k, v))
             if opts.rw:
                 bv = by_value.get(k)
                 kvals = by_index.get(k)
@@ -244,8 +244,7 @@ def graph_of(
                 if 0 <= i < len(kvals) - 1:
                     w = writer_of.get((k, kvals[i + 1]))
                     if w is not None:
-                        g.link(node, w, RW, {"type": "rw", "key": k, "value": kvals[i],
-                                             "value2": kvals[i + 1]})
+                        g.link(node, w, RW, (k, kvals[i], kvals[i + 1]))
     return g
 
 
@@ -511,6 +510,11 @@ def find_cycles(
         by_labels.setdefault(allowed, []).append(kind)
     found: dict[str, list[tuple[int, Witness]]] = {}
     rep = CycleReport(found)
+    union = 0
+    for allowed in by_labels:
+        union |= allowed
+    if not tarjan(g.n, [[b for b, _ in s] for s in g.successors(union)]):
+        return rep  # acyclic: nothing to search
     for allowed, ks in by_labels.items():
         succ = g.successors(allowed)
         plain = [[b for b, _ in s] for s in succ]
@@ -560,7 +564,7 @@ def explain(g: DepGraph, found: Mapping[str, list[tuple[int, Witness]]]
             steps = []
             for i, (a, label) in enumerate(w):
                 b = nodes[(i + 1) % len(nodes)]
-                steps.append(dict(g.why[(a, b, label)]))
+                steps.append(why_dict(label, g.why.get((a, b, label), ())))
             errs.append({
                 "cycle": [g.ops[x] for x in [*nodes, nodes[0]]],
                 "steps": steps,
@@ -570,6 +574,18 @@ def explain(g: DepGraph, found: Mapping[str, list[tuple[int, Witness]]]
         errs.sort(key=lambda e: (e["length"], e["cycle"][0].index))
         out[kind] = errs
     return out
+
+
+def why_dict(label: int, why: tuple[Any, ...]) -> dict[str, Any]:
+    """An edge's explanation as a step of a cycle error entry."""
+    d: dict[str, Any] = {"type": LABEL_NAMES[label]}
+    if len(why) == 3:
+        d.update(key=why[0], value=why[1], value2=why[2])
+    elif len(why) == 2:
+        d.update(key=why[0], value=why[1])
+    elif len(why) == 1:
+        d["process"] = why[0]
+    return d
 
 
 def describe(err: Mapping[str, Any]) -> list[str]:

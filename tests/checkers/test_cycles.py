@@ -205,7 +205,7 @@ def make_graph(n: int, es: list[tuple[int, int, int]]) -> DepGraph:
         if a < n and b < n:
             for lab in cycles.LABELS:
                 if bits & lab:
-                    g.link(a, b, lab, {"type": cycles.LABEL_NAMES[lab]})
+                    g.link(a, b, lab)
     return g
 
 
