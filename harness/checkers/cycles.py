@@ -7,7 +7,9 @@ transaction — several send/poll micro-ops in one op — is one node) and label
 - `ww` (only with write-write inference, Jepsen's `--ww-deps`): for every key k and every two
   consecutive entries of VO(k), writer(v1) -> writer(v2) (`writer` covers ok, info and fail
   completions, as Jepsen's `writer-of`);
-- `wr`: writer(v) -> every `ok` op that read (k, v);
+- `wr`: writer(v) -> every `ok` op that read (k, v) (one edge per writer and reader; when the
+  graph has no rw, process or realtime edges, only into readers that also send: an op that
+  sends nothing then has no out-edge and lies on no cycle);
 - `rw` (optional): an `ok` op whose *last* read of k is v (the highest dense index it read)
   -> the writer of v's successor in VO(k). Jepsen's kafka checker leaves rw out (its docstring's
   idea was edges from each op's final read of a key only, which is what this does); an edge
@@ -229,12 +231,27 @@ def graph_of(
                 wb = writer_of.get((k, vals[i]))
                 if wa is not None and wb is not None:
                     g.link(wa, wb, WW, (k, vals[i - 1], vals[i]))
+    edges = g.edges
+    why = g.why
+    get_writer = writer_of.get
+    # without rw/process/realtime edges an op that sends nothing has no out-edge, so it is on
+    # no cycle: its wr in-edges are not needed
+    only_writers = not (opts.rw or opts.process or opts.realtime)
+    writers = set(writer_of.values()) if only_writers else set()
     for node, reads in ok_reads:
+        if only_writers and node not in writers:
+            continue
+        linked: set[int] = set()  # one wr edge (and explanation) per writer
         for k, vs in reads.items():
-            for v in dict.fromkeys(vs):
-                w = writer_of.get((k, v))
-                if w is not None:
-                    g.link(w, node, WR, (k, v))
+            for v in vs:
+                w = get_writer((k, v))
+                if w is None or w == node or w in linked:
+                    continue
+                linked.add(w)
+                e = edges.get((w, node), 0)
+                if not e & WR:
+                    edges[(w, node)] = e | WR
+                    why[(w, node, WR)] = (k, v)
             if opts.rw:
                 bv = by_value.get(k)
                 kvals = by_index.get(k)
@@ -475,6 +492,20 @@ class CycleReport:
     sccs: int = 0
 
 
+def _may_have_cycle(g: DepGraph, mask: int) -> bool:
+    """Whether the graph restricted to `mask` has a cycle (numpy peeling and chain
+    contraction, then Tarjan on what is left: `queue_fast._has_cycle`)."""
+    import numpy as np
+
+    from harness.checkers.queue_fast import _has_cycle
+
+    pairs = [ab for ab, bits in g.edges.items() if bits & mask]
+    if not pairs:
+        return False
+    arr = np.array(pairs, dtype=np.int64)
+    return _has_cycle(np.ascontiguousarray(arr[:, 0]), np.ascontiguousarray(arr[:, 1]), g.n)
+
+
 def searchable_kinds(mask: int) -> list[str]:
     """The cycle kinds a graph with these labels can have."""
     out = []
@@ -513,7 +544,7 @@ def find_cycles(
     union = 0
     for allowed in by_labels:
         union |= allowed
-    if not tarjan(g.n, [[b for b, _ in s] for s in g.successors(union)]):
+    if not _may_have_cycle(g, union):
         return rep  # acyclic: nothing to search
     for allowed, ks in by_labels.items():
         succ = g.successors(allowed)
