@@ -17,7 +17,9 @@ so load changes hit all steps alike:
   `from_arrow_file` on the columnar Parquet (zstd) and Arrow IPC (memory-mapped) files that
   `write_columnar` makes (history columns + int64 list side columns: no Python object per
   event on the way in);
-- the check on columns: `queue_fast.check_columns` (numpy only).
+- the check on columns: `queue_fast.check_columns` (numpy only), with the cycle search on
+  (the default policy: ww + wr dependency graph, peeled with numpy, then Tarjan) and off
+  (`QueuePolicy(cycles=False)`), and the reference with cycles off too.
 
 Every input is first checked to give exactly the reference's result. Reported per step: wall
 min / median / max; M events/s from the median wall time and from the best CPU time (user +
@@ -66,6 +68,12 @@ ops with a stale read (proven non-linearizable) 0.060 s. Before the longest-pref
 became incremental (an O(depth) copy at every blocked return) the same 10k check took
 0.18 s CPU at load 2-3 (4.7 s at load 15-30).
 
+Cycle search (2026-11-25, load 7-10; the default policy searches ww + wr cycles): 1e5 events,
+check on columns cycles on 0.42 s median wall / 0.68 M events/s best CPU vs off 0.165 s /
+1.58 (x2.5); reference 6.5 s vs 3.7 s wall (x1.7). 1e6 (columns only, CPU after a warm-up):
+on 2.1 s vs off 0.8 s; about 173k of 495k ops survive the numpy peeling and chain contraction
+and go through the Python Tarjan, which is most of the difference.
+
 Bounded: a few minutes on one idle core (`--quick`: 1e5 and 1k only).
 """
 
@@ -88,6 +96,7 @@ from typing import Any, Final
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness.checkers import columnar, linearizable, queue, queue_fast, synthetic
+from harness.checkers.policy import QueuePolicy
 from harness.history import Op, write_jsonl
 
 
@@ -184,6 +193,8 @@ def load() -> str:
         return "load average unknown"
 
 
+NO_CYCLES: Final = QueuePolicy(cycles=False)
+
 #: what bench_queue times, in order (interleaved), with labels
 QUEUE_STEPS: Final = (
     ("ref", "reference  (Op list)"),
@@ -192,7 +203,9 @@ QUEUE_STEPS: Final = (
     ("jsonl", "decode JSONL -> columns"),
     ("parquet", "decode columnar Parquet (zstd) -> columns"),
     ("arrow", "decode columnar Arrow IPC (mmap) -> columns"),
-    ("check", "check on columns (numpy)"),
+    ("check", "check on columns (numpy), cycles on"),
+    ("check_nocyc", "check on columns (numpy), cycles off"),
+    ("ref_nocyc", "reference  (Op list), cycles off"),
 )
 
 
@@ -225,6 +238,8 @@ def bench_queue(sizes: list[int], runs: int, tmp: Path) -> list[dict[str, Any]]:
             "parquet": lambda p=paths["parquet"]: columnar.from_arrow_file(p),
             "arrow": lambda p=paths["arrow"]: columnar.from_arrow_file(p),
             "check": lambda c=cols: queue_fast.check_columns(c),
+            "check_nocyc": lambda c=cols: queue_fast.check_columns(c, NO_CYCLES),
+            "ref_nocyc": lambda h=h: queue.check(h, NO_CYCLES, fast=False),
         }
         wall: dict[str, list[float]] = {k: [] for k in fns}
         cpu: dict[str, list[float]] = {k: [] for k in fns}
@@ -252,6 +267,10 @@ def bench_queue(sizes: list[int], runs: int, tmp: Path) -> list[dict[str, Any]]:
             print(f"  {src + ' file -> result':44s} {tw:6.3f} s (sum of medians) "
                   f"{len(h) / tw / 1e6:6.2f} | {len(h) / tc / 1e6:6.2f}   "
                   f"{tw / med['base']:5.2f}x")
+        print(f"  cycles on vs off: check on columns {med['check']:.3f} s vs "
+              f"{med['check_nocyc']:.3f} s (x{med['check'] / med['check_nocyc']:.2f}); "
+              f"reference {med['ref']:.3f} s vs {med['ref_nocyc']:.3f} s "
+              f"(x{med['ref'] / med['ref_nocyc']:.2f})")
         print(f"  check on columns vs reference: x{med['ref'] / med['check']:.0f} (wall), "
               f"vs fast path from Op list: x{med['ops'] / med['check']:.1f}; {load()}")
         rows.append({"events": len(h), "elements": el, "med": med, "best": best})

@@ -244,22 +244,25 @@ def check_history(
     history: Path,
     time_limit: Annotated[float, typer.Option(help="linearizability budget, s")] = 60.0,
     out: Annotated[Path | None, typer.Option(help="write results JSON here")] = None,
+    model: Annotated[str | None, typer.Option(
+        metavar="NAME", help="register, cas-register, kv, set or queue.")] = None,
+    report: Annotated[Path | None, typer.Option(
+        metavar="FILE", help="Write a report page here.")] = None,
 ) -> None:
     """Check a history for anomalies and linearizability.
 
-    HISTORY is a history.jsonl (or Parquet) file. Exit 0 valid,
-    1 anomalies, 2 unknown, 3 unreadable."""
-    from harness.checkers import check_file
+    HISTORY is a history.jsonl, Parquet, Jepsen history.edn or
+    Porcupine-style log. Exit 0 valid, 1 anomalies, 2 unknown,
+    3 unreadable."""
+    from harness.checkers import check_command
 
     try:
-        results = check_file(history, time_limit_s=time_limit)
+        results = check_command(history, time_limit_s=time_limit, model=model, out=out,
+                                report=report)
     except (OSError, ValueError) as e:
         typer.echo(f"cannot check {history}: {e}", err=True)
         raise typer.Exit(3) from None
-    text = json.dumps(results, indent=2, default=str)
-    if out is not None:
-        out.write_text(text)
-    typer.echo(text)
+    typer.echo(json.dumps(results, indent=2, default=str))
     valid = results.get("valid?")
     raise typer.Exit(0 if valid is True else 2 if valid == "unknown" else 1)
 

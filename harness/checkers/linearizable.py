@@ -30,18 +30,41 @@ crashed writes from multiplying the search space; workloads should write unique 
 state are forced moves: a linearization placing one later stays valid with it moved to now,
 so when its subtree fails the search backtracks past it without trying alternatives.
 
-**Budget**: the search checks a deadline every few thousand steps; a key that runs out yields
-`"unknown"` (Knossos/Porcupine), never a hang. Validity merges as Jepsen's: any False makes the
-whole False, else any "unknown" makes it "unknown".
+**Budgets**: each key gets its own time budget — its fair share of what is left of
+`time_limit_s` (and at most `key_time_limit_s`), so one hard key never hides another key's
+verdict; keys that ran out are retried with the time the others left over. The search reads
+the clock every 256 steps, so a deadline is honoured within a few milliseconds (a step is a
+model step and a cache probe); a timed-out search's cache is kept (`release()`, or the next
+`analysis` before its clock starts, frees it), since freeing millions of entries would
+itself overrun the deadline by up to seconds; the cyclic GC is paused during a search (and
+what it allocated is frozen out of the next collections' way until `release`). A key that
+runs out yields `"unknown"` (Knossos/Porcupine), never a hang. Validity merges as Jepsen's:
+any False makes the whole False, else any "unknown" makes it "unknown". Results list each
+key's verdict ("key 3: not linearizable", "key 7: unknown after 20.0 s").
 
-Ops: `write [k, v]`, `read [k, v]` (invocation `[k, null]`), `cas [k, [old, new]]`.
+**Models as data** (`MODELS`, by name): each `Model` names its op `f`s, which are read-only,
+which take their output from the completion, which failed ops are definite outcomes, and a
+`step`. Values are `[key, arg]` (per-key partitions):
+
+- `register`: `write [k, v]`, `read [k, v]` (invocation `[k, null]`), `cas [k, [old, new]]`; a
+  failed cas did not happen (dropped, as Knossos);
+- `cas-register`: the same, but a `fail` cas is a definite outcome — the compare failed, so
+  the register did not hold `old` at that point (Porcupine's etcd model);
+- `kv`: `get [k, v]`, `put [k, v]`, `append [k, v]` on one map (Porcupine's kv model; a key
+  starts as `""`, append concatenates strings, else appends to a tuple);
+- `set`: `add [k, v]`, `read [k, [v...]]` (a grow-only set per key, starts empty);
+- `queue`: `enqueue [k, v]`, `dequeue [k, v]` (FIFO per key; `v` null when empty).
+
+The virtual-return trick for indefinite writes (above) applies to the registers only;
+elsewhere an indefinite op returns at +infinity (Porcupine).
 """
 
 from __future__ import annotations
 
+import gc
 import time
-from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from harness.checkers.policy import merge_valid
@@ -69,14 +92,26 @@ _F_CODES: Final = {"read": READ, "write": WRITE, "cas": CAS}
 @dataclass(frozen=True)
 class Model:
     """A sequential specification: `step(state, f, arg, out)` returns the next state or
-    `ILLEGAL`; `out` is `UNKNOWN` for indefinite ops. States must be hashable. An op code in
-    `read_only` must map every state to itself whenever it is legal."""
+    `ILLEGAL`; `out` is `UNKNOWN` for indefinite ops, `False` for a kept failed op, `True`
+    for an ok op without output. States must be hashable. An op code in `read_only` must map
+    every state to itself whenever it is legal."""
 
     name: str
     init: Hashable
     step: Callable[[Any, int, Any, Any], Any]
     #: op codes that never change the state (when legal); the search linearizes them eagerly
     read_only: frozenset[int] = frozenset()
+    #: op f name -> code
+    codes: Mapping[str, int] = field(default_factory=lambda: dict(_F_CODES))
+    #: codes whose output is the completion's value (`[k, out]`)
+    outputs: frozenset[int] = frozenset({READ})
+    #: codes whose `fail` completion is a definite outcome (kept, output False)
+    keep_failed: frozenset[int] = frozenset()
+    #: the register-only virtual returns of indefinite writes (see the module docstring)
+    virtual_returns: bool = False
+    #: converts an output as read from the history (hashable) before the search
+    convert_out: Callable[[Any], Any] | None = None
+    description: str = ""
 
 
 def _register_step(state: Any, f: int, arg: Any, out: Any) -> Any:
@@ -85,14 +120,75 @@ def _register_step(state: Any, f: int, arg: Any, out: Any) -> Any:
     if f == READ:
         return state if (out is UNKNOWN or out == state) else ILLEGAL
     old, new = arg
+    if out is False:
+        # a definite failed compare: the register did not hold `old`
+        return state if state != old else ILLEGAL
     if state == old:
         return new
-    # a definite cas succeeded (failed ones are dropped), so it needed state == old
+    # a definite cas succeeded, so it needed state == old
     return state if out is UNKNOWN else ILLEGAL
 
 
-#: a read/write/cas register starting at None (Knossos `cas-register`)
-REGISTER: Final = Model("register", None, _register_step, frozenset({READ}))
+#: a read/write/cas register starting at None (Knossos `cas-register`); failed cas dropped
+REGISTER: Final = Model("register", None, _register_step, frozenset({READ}),
+                        virtual_returns=True,
+                        description="read/write/cas register; a failed cas did not happen")
+#: the same register, with a failed cas as a definite outcome (the compare failed)
+CAS_REGISTER: Final = Model("cas-register", None, _register_step, frozenset({READ}),
+                            keep_failed=frozenset({CAS}), virtual_returns=True,
+                            description="read/write/cas register; a failed cas means the "
+                                        "register did not hold the expected value")
+
+
+def _kv_step(state: Any, f: int, arg: Any, out: Any) -> Any:
+    if f == 0:  # get
+        return state if (out is UNKNOWN or out == state or (out is None and state == ""))\
+            else ILLEGAL
+    if f == 1:  # put
+        return arg
+    if isinstance(state, str) and isinstance(arg, str):
+        return state + arg
+    return (*(state if isinstance(state, tuple) else (state,) if state else ()), arg)
+
+
+KV: Final = Model("kv", "", _kv_step, frozenset({0}), {"get": 0, "put": 1, "append": 2},
+                  frozenset({0}), description="key-value map: get/put/append per key")
+
+
+def _set_step(state: Any, f: int, arg: Any, out: Any) -> Any:
+    if f == 0:  # read
+        return state if (out is UNKNOWN or out == state) else ILLEGAL
+    return state | {arg}
+
+
+def _as_set(out: Any) -> Any:
+    if out is None:
+        return frozenset()
+    if isinstance(out, tuple | list | set | frozenset):
+        return frozenset(out)
+    return out
+
+
+SET: Final = Model("set", frozenset(), _set_step, frozenset({0}), {"read": 0, "add": 1},
+                   frozenset({0}), convert_out=_as_set,
+                   description="grow-only set per key: add/read")
+
+
+def _queue_step(state: Any, f: int, arg: Any, out: Any) -> Any:
+    if f == 1:  # enqueue
+        return (*state, arg)
+    if out is UNKNOWN:
+        return state[1:]
+    if not state:
+        return state if out is None else ILLEGAL
+    return state[1:] if out == state[0] else ILLEGAL
+
+
+QUEUE: Final = Model("queue", (), _queue_step, frozenset(), {"dequeue": 0, "enqueue": 1},
+                     frozenset({0}), description="FIFO queue per key: enqueue/dequeue")
+
+#: every model, by name (`hiwater check --model NAME`)
+MODELS: Final[dict[str, Model]] = {m.name: m for m in (REGISTER, CAS_REGISTER, KV, SET, QUEUE)}
 
 
 @dataclass
@@ -107,14 +203,17 @@ class _Partition:
     discardable: list[bool]
 
 
-def partitions(history: Sequence[Op]) -> tuple[dict[Any, _Partition], int]:
-    """Split a register history per key; returns (key -> partition, dropped op count)."""
+def partitions(history: Sequence[Op], model: Model | None = None
+               ) -> tuple[dict[Any, _Partition], int]:
+    """Split a history per key; returns (key -> partition, dropped op count)."""
+    model = model or REGISTER
+    codes = model.codes
     pending: dict[Any, Op] = {}
     pending_pos: dict[Any, int] = {}
     parts: dict[Any, _Partition] = {}
     raw: list[tuple[Op, int, Op | None, float]] = []
     for pos, op in enumerate(history):
-        if op.f not in _F_CODES:
+        if op.f not in codes:
             continue
         if op.type == INVOKE:
             pending[op.process] = op
@@ -124,7 +223,7 @@ def partitions(history: Sequence[Op]) -> tuple[dict[Any, _Partition], int]:
         if inv is None:
             continue
         ipos = pending_pos.pop(op.process)
-        raw.append((inv, ipos, op, float(pos) if op.type == OK else float("inf")))
+        raw.append((inv, ipos, op, float(pos) if op.type in (OK, FAIL) else float("inf")))
     for p in sorted(pending, key=sort_key):
         raw.append((pending[p], pending_pos[p], None, float("inf")))
     raw.sort(key=lambda r: r[1])
@@ -133,6 +232,8 @@ def partitions(history: Sequence[Op]) -> tuple[dict[Any, _Partition], int]:
     # value (an ok read returning it, a cas expecting it; an indefinite cas never returns)
     last_seen: dict[Any, dict[Any, float]] = {}
     for inv, _ipos, comp, rpos in raw:
+        if not model.virtual_returns:
+            break
         k = inv.value[0]
         if inv.f == "read" and comp is not None and comp.type == OK:
             v = _h(comp.value[1])
@@ -148,15 +249,16 @@ def partitions(history: Sequence[Op]) -> tuple[dict[Any, _Partition], int]:
     for inv, ipos, comp, rpos in raw:
         k = inv.value[0]
         typ = comp.type if comp is not None else INFO
-        f = _F_CODES[inv.f]
-        if typ == FAIL:
+        f = codes[inv.f]
+        failed = typ == FAIL
+        if failed and f not in model.keep_failed:
             dropped += 1
             continue
         indefinite = typ == INFO
-        if indefinite and f == READ:
+        if indefinite and f in model.read_only:
             dropped += 1
             continue
-        if indefinite:
+        if indefinite and model.virtual_returns:
             # Placed after every op that can observe the value it writes, an indefinite
             # write or cas is unobservable and may as well never have happened (an
             # indefinite cas that it turns into a no-op can move to the end). So it gets a
@@ -172,24 +274,22 @@ def partitions(history: Sequence[Op]) -> tuple[dict[Any, _Partition], int]:
         if part is None:
             part = parts[k] = _Partition(k, [], [], [], [], [], [], [])
         part.f.append(f)
-        if f == CAS:
-            arg: Any = (_h(inv.value[1][0]), _h(inv.value[1][1]))
-        elif f == WRITE:
-            arg = _h(inv.value[1])
-        else:
-            arg = None
+        arg: Any = None if f in model.outputs else _h(inv.value[1])
         part.arg.append(arg)
         if indefinite:
             part.out.append(UNKNOWN)
-        elif f == READ:
+        elif failed:
+            part.out.append(False)
+        elif f in model.outputs:
             assert comp is not None
-            part.out.append(_h(comp.value[1]))
+            o = _h(comp.value[1])
+            part.out.append(model.convert_out(o) if model.convert_out else o)
         else:
             part.out.append(True)
         part.ops.append(comp if comp is not None else inv)
         part.call_pos.append(ipos)
         part.ret_pos.append(rpos)
-        part.discardable.append(indefinite)
+        part.discardable.append(indefinite and model.virtual_returns)
     return parts, dropped
 
 
@@ -203,13 +303,46 @@ def _h(v: Any) -> Any:
 
 
 class _Timeout(Exception):
-    pass
+    """The search ran out of time; carries its cache, whose freeing would overrun the
+    deadline (a million entries take about a second to free on a loaded machine)."""
+
+    def __init__(self, cache: object = None) -> None:
+        super().__init__("time limit reached")
+        self.cache = cache
+
+
+#: caches of searches that timed out, freed when the next `analysis` starts (before its
+#: clock does) or by `release()`, so a timeout returns within the deadline
+_GRAVEYARD: list[object] = []
+
+
+def release() -> None:
+    """Free the caches that timed-out searches left behind; unfreeze what the searches
+    froze out of the garbage collector's way."""
+    _GRAVEYARD.clear()
+    gc.unfreeze()
 
 
 def check_partition(
     part: _Partition, model: Model = REGISTER, deadline: float | None = None
 ) -> dict[str, Any]:
-    """WGL search with state caching on one partition."""
+    """WGL search with state caching on one partition. The cyclic garbage collector is
+    paused meanwhile: the cache's millions of tuples hold no cycles, and a full collection
+    over them would stall the search (and its deadline) for a long time."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _search(part, model, deadline)
+    finally:
+        if was_enabled:
+            # the objects allocated meanwhile would make the first collection after
+            # re-enabling traverse them all (hundreds of ms): move them out of its way
+            # (`release` puts them back)
+            gc.freeze()
+            gc.enable()
+
+
+def _search(part: _Partition, model: Model, deadline: float | None) -> dict[str, Any]:
     n = len(part.f)
     # list nodes: calls 0..n-1, returns n..2n-1, head 2n, tail 2n+1
     events = sorted(
@@ -247,8 +380,8 @@ def check_partition(
     entry = nxt[head]
     while nxt[head] != tail:
         steps += 1
-        if deadline is not None and not steps & 4095 and time.monotonic() > deadline:
-            raise _Timeout
+        if deadline is not None and not steps & 255 and time.monotonic() > deadline:
+            raise _Timeout(cache)
         if entry < n:
             new_state = step(state, fs[entry], args[entry], outs[entry])
             if new_state is ILLEGAL:
@@ -340,19 +473,61 @@ def check_partition(
 
 
 def analysis(
-    history: Sequence[Op], model: Model = REGISTER, time_limit_s: float | None = 10.0
+    history: Sequence[Op],
+    model: Model = REGISTER,
+    time_limit_s: float | None = 10.0,
+    *,
+    key_time_limit_s: float | None = None,
 ) -> dict[str, Any]:
-    """Check every key; `time_limit_s` bounds the whole check (None: no limit)."""
+    """Check every key. `time_limit_s` bounds the whole check (None: no limit); each key gets
+    its fair share of the time left (at most `key_time_limit_s`), keys that ran out are
+    retried with the time left over."""
+    release()
     start = time.monotonic()
     deadline = None if time_limit_s is None else start + time_limit_s
-    parts, dropped = partitions(history)
-    per_key: list[dict[str, Any]] = []
-    for k in sorted(parts, key=sort_key):
+    parts, dropped = partitions(history, model)
+    keys = sorted(parts, key=sort_key)
+    results: dict[int, dict[str, Any]] = {}
+    budget_of: dict[int, float | None] = {}
+
+    def run(i: int, budget: float | None) -> None:
+        k = keys[i]
+        t0 = time.monotonic()
+        kd = None if budget is None else t0 + budget
         try:
-            per_key.append(check_partition(parts[k], model, deadline))
-        except _Timeout:
-            per_key.append({"key": k, "valid?": "unknown", "ops": len(parts[k].f),
-                            "error": "time limit reached"})
+            r = check_partition(parts[k], model, kd)
+        except _Timeout as e:
+            _GRAVEYARD.append(e.cache)
+            e.cache = None
+            r = {"key": k, "valid?": "unknown", "ops": len(parts[k].f),
+                 "error": "time limit reached"}
+        r["time_s"] = time.monotonic() - t0
+        results[i] = r
+        budget_of[i] = budget
+
+    def share(left: int) -> float | None:
+        cands = []
+        if deadline is not None:
+            cands.append(max(0.0, deadline - time.monotonic()) / max(1, left))
+        if key_time_limit_s is not None:
+            cands.append(key_time_limit_s)
+        return min(cands) if cands else None
+
+    for i in range(len(keys)):
+        run(i, share(len(keys) - i))
+    # keys that ran out get another try with what the others left, when that is more
+    for _round in range(3):
+        unknown = [i for i, r in results.items() if r["valid?"] == "unknown"]
+        if not unknown or deadline is None:
+            break
+        b = share(len(unknown))
+        if b is None or b < 1.5 * max((budget_of[i] or 0.0) for i in unknown) or b < 0.05:
+            break
+        for j, i in enumerate(unknown):
+            spent = results[i]["time_s"]
+            run(i, share(len(unknown) - j))
+            results[i]["time_s"] += spent
+    per_key = [results[i] for i in range(len(keys))]
     valid = merge_valid(r["valid?"] for r in per_key)
     return {
         "valid?": valid,
@@ -362,9 +537,23 @@ def analysis(
         "dropped_ops": dropped,
         "failures": [r for r in per_key if r["valid?"] is False],
         "unknown_keys": [r["key"] for r in per_key if r["valid?"] == "unknown"],
+        "verdicts": [verdict_line(r) for r in per_key if r["valid?"] is not True],
         "per_key": per_key,
         "time_s": time.monotonic() - start,
     }
+    # (the caches of timed-out keys stay in the graveyard until the next check)
+
+
+def verdict_line(r: Mapping[str, Any]) -> str:
+    """'key 3: not linearizable', 'key 7: unknown after 20.0 s', 'key 1: linearizable'."""
+    v = r["valid?"]
+    if v is True:
+        what = "linearizable"
+    elif v is False:
+        what = "not linearizable"
+    else:
+        what = f"unknown after {r.get('time_s', 0.0):.1f} s"
+    return f"key {r['key']}: {what}"
 
 
 def _jsonable(x: Any) -> Any:
@@ -378,10 +567,20 @@ def _jsonable(x: Any) -> Any:
 
 
 def check(
-    history: Sequence[Op], model: Model = REGISTER, time_limit_s: float | None = 10.0
+    history: Sequence[Op],
+    model: Model | str = REGISTER,
+    time_limit_s: float | None = 10.0,
+    *,
+    key_time_limit_s: float | None = None,
 ) -> dict[str, Any]:
-    """Jepsen-shaped JSON-serialisable result (per-key details only for failures)."""
-    a = analysis(history, model, time_limit_s)
+    """Jepsen-shaped JSON-serialisable result: per-key verdicts (`per_key`: key, valid?, ops,
+    time_s for every key not found linearizable, `verdicts` as text), failure details."""
+    m = MODELS[model] if isinstance(model, str) else model
+    a = analysis(history, m, time_limit_s, key_time_limit_s=key_time_limit_s)
     out = {k: v for k, v in a.items() if k != "per_key"}
+    out["per_key"] = [{"key": r["key"], "valid?": r["valid?"], "ops": r["ops"],
+                       "time_s": round(r["time_s"], 3)}
+                      for r in a["per_key"] if r["valid?"] is not True]
+    out["linearizable_keys"] = sum(1 for r in a["per_key"] if r["valid?"] is True)
     out["anomaly_types"] = ["nonlinearizable"] if a["failures"] else []
     return _jsonable(out)  # type: ignore[no-any-return]

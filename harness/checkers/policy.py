@@ -10,7 +10,16 @@ run invalid. It follows Jepsen's `allowed-error-types` (jepsen.tests.kafka l.243
 - when consumers `subscribe` (rather than only `assign`): `poll_skip` and
   `nonmonotonic_poll`, because a rebalance between two ops legally moves a consumer;
 - with ww-dependency inference on: `G1c G1c_process G1c_realtime PL_2_cycle_exists
-  strong_PL_2_cycle_exists`, since without write isolation T0 -ww-> T1 -wr-> T0 is expected.
+  strong_PL_2_cycle_exists`, since without write isolation T0 -ww-> T1 -wr-> T0 is expected;
+- the anti-dependency cycles `G_single G_nonadjacent G2_item` (and their `_process` /
+  `_realtime` variants), found only when rw edges are inferred (`rw_deps`): Kafka's
+  read_committed promises no snapshot across partitions, so a poll may see one partition's
+  newer records and another's older ones (read skew, fractured reads of a transaction).
+  `forbid` makes them (or anything else) bad, e.g. for a system that claims serializability.
+
+Cycle search (`harness.checkers.cycles`) is on by default (`cycles`), over ww (when
+`ww_deps`) and wr edges; `rw_deps`, `process_order` and `realtime_order` add rw, process and
+realtime edges.
 
 Everything else is bad, `unseen` included; `ignore` drops more types (Bufstream's
 `--ignore-queue-errors unseen`). An empty history is invalid.
@@ -24,6 +33,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final, Literal
+
+from harness.checkers.cycles import CYCLE_ANOMALIES, CycleOptions
 
 Validity = bool | Literal["unknown"]
 
@@ -43,6 +54,7 @@ QUEUE_ANOMALIES: Final = (
     "int_nonmonotonic_send",
     "unseen",
     "empty_history",
+    *CYCLE_ANOMALIES,
 )
 
 ALWAYS_ALLOWED: Final = frozenset(
@@ -54,6 +66,11 @@ ALWAYS_ALLOWED: Final = frozenset(
         "PL_1_cycle_exists",
         "strong_PL_1_cycle_exists",
     }
+)
+RW_CYCLES_ALLOWED: Final = frozenset(
+    b + v
+    for b in ("G_single", "G_nonadjacent", "G2_item")
+    for v in ("", "_process", "_realtime")
 )
 SUBSCRIBE_ALLOWED: Final = frozenset({"poll_skip", "nonmonotonic_poll"})
 WW_DEPS_ALLOWED: Final = frozenset(
@@ -73,30 +90,53 @@ class QueuePolicy:
 
     `sub_via`: how consumers get partitions (`assign`, `subscribe` or both; Jepsen
     `--sub-via`). `ww_deps`: infer write-write dependencies from offsets (Jepsen default on).
-    `ignore`: anomaly types to tolerate on top of the defaults.
+    `ignore`: anomaly types to tolerate on top of the defaults. `forbid`: types to judge
+    bad even when the defaults allow them (wins over everything). `cycles`: search the
+    dependency graph for cycle anomalies; `rw_deps`, `process_order`, `realtime_order`: add
+    rw, process and realtime edges to it.
     """
 
     sub_via: frozenset[str] = frozenset({"assign"})
     ww_deps: bool = True
     ignore: frozenset[str] = field(default_factory=frozenset)
+    cycles: bool = True
+    rw_deps: bool = False
+    process_order: bool = False
+    realtime_order: bool = False
+    forbid: frozenset[str] = field(default_factory=frozenset)
 
     @staticmethod
     def of(
         sub_via: Iterable[str] = ("assign",),
         ww_deps: bool = True,
         ignore: Iterable[str] = (),
+        *,
+        cycles: bool = True,
+        rw_deps: bool = False,
+        process_order: bool = False,
+        realtime_order: bool = False,
+        forbid: Iterable[str] = (),
     ) -> QueuePolicy:
-        return QueuePolicy(frozenset(sub_via), ww_deps, frozenset(ignore))
+        return QueuePolicy(frozenset(sub_via), ww_deps, frozenset(ignore), cycles, rw_deps,
+                           process_order, realtime_order, frozenset(forbid))
+
+    def cycle_options(self) -> CycleOptions | None:
+        """The dependency graph's edges, or None when cycles are not searched."""
+        if not self.cycles:
+            return None
+        return CycleOptions(ww=self.ww_deps, rw=self.rw_deps, process=self.process_order,
+                            realtime=self.realtime_order)
 
 
 def allowed_anomalies(policy: QueuePolicy) -> frozenset[str]:
     """The anomaly types this configuration tolerates."""
-    allowed = set(ALWAYS_ALLOWED)
+    allowed = set(ALWAYS_ALLOWED) | RW_CYCLES_ALLOWED
     if "subscribe" in policy.sub_via:
         allowed |= SUBSCRIBE_ALLOWED
     if policy.ww_deps:
         allowed |= WW_DEPS_ALLOWED
     allowed |= policy.ignore
+    allowed -= policy.forbid
     return frozenset(allowed)
 
 

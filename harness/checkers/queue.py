@@ -51,7 +51,12 @@ Deliberate differences from Jepsen: `unseen` is exactly acknowledged − polled 
 merge can briefly count polled-but-unacknowledged values); a send whose offset is unknown does
 not hide the op's other send offsets in realtime lag; a value read but never sent is not a
 lost-write candidate (Jepsen throws `:no-writer-of`); `precommitted_read` is reported per
-(op, key) rather than once per op. G0/G1c cycle anomalies are not computed here.
+(op, key) rather than once per op.
+
+Cycle anomalies (G0, G1c, G_single, G_nonadjacent, G2_item and their `_process`/`_realtime`
+variants) come from `harness.checkers.cycles` over the dependency graph of the history's
+completions (ww from VO, wr from ok reads, optionally rw, process and realtime edges), when
+`analysis` gets `CycleOptions` (`check` takes them from the policy: on by default).
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from harness.checkers.cycles import CYCLE_ANOMALIES, CycleOptions, explain, find_cycles, graph_of
 from harness.checkers.policy import QueuePolicy, Validity, verdict
 from harness.history import FAIL, INFO, INVOKE, OK, Op, op_to_dict, sort_key
 
@@ -78,6 +84,8 @@ _CONDENSE: Final[dict[str, tuple[int, str, bool]]] = {
     "nonmonotonic_poll": (8, "delta", False),
     "nonmonotonic_send": (8, "delta", False),
     "poll_skip": (8, "delta", True),
+    # Jepsen keeps the 8 shortest G0/G1c cycles
+    **{c: (8, "length", False) for c in CYCLE_ANOMALIES},
 }
 UNSEEN_MESSAGES_PER_KEY: Final = 32
 #: offsets above this are not tracked for realtime lag (a vector per key up to the offset)
@@ -144,9 +152,9 @@ def _items(pm: Any) -> Any:
     return pm.items() if isinstance(pm, Mapping) else pm
 
 
-def analysis(history: Sequence[Op]) -> QueueAnalysis:
+def analysis(history: Sequence[Op], cycles: CycleOptions | None = None) -> QueueAnalysis:
     """Derive version orders and every queue anomaly from a history (client and nemesis ops
-    mixed; nemesis and unknown `f`s are ignored)."""
+    mixed; nemesis and unknown `f`s are ignored); with `cycles`, the cycle anomalies too."""
     logs: dict[Any, dict[int, Any]] = {}
     conflicts: dict[Any, dict[int, list[Any]]] = {}
     ok_reads: dict[Any, set[Any]] = {}
@@ -544,6 +552,14 @@ def analysis(history: Sequence[Op]) -> QueueAnalysis:
         }]
     if n_ok == 0:
         errors["empty_history"] = [{"client_ops": n_client}]
+    counts = {"client_ops": n_client, "ok": n_ok, "keys": len(orders)}
+    if cycles is not None:
+        g = graph_of(history, {k: ko.by_index for k, ko in orders.items()},
+                     {k: ko.by_value for k, ko in orders.items()}, cycles)
+        rep = find_cycles(g, cycles.mask)
+        errors.update(explain(g, rep.found))
+        if rep.truncated:
+            counts["cycle_search_truncated"] = rep.truncated
 
     if worst is None:
         worst_d: dict[str, Any] = {"time_ns": 0, "lag_ns": 0, "process": None, "key": None}
@@ -562,7 +578,7 @@ def analysis(history: Sequence[Op]) -> QueueAnalysis:
         worst_realtime_lag=worst_d,
         info_txn_causes=[info_causes[c] for c in sorted(info_causes)],
         op_count=len(history),
-        counts={"client_ops": n_client, "ok": n_ok, "keys": len(orders)},
+        counts=counts,
     )
 
 
@@ -758,7 +774,8 @@ def check(
         r = fast_results(history, policy, all_errors=all_errors)
         if r is not None:
             return r
-    return results(analysis(history), policy, all_errors=all_errors)
+    policy = policy or QueuePolicy()
+    return results(analysis(history, policy.cycle_options()), policy, all_errors=all_errors)
 
 
 def keys_of(history: Iterable[Op]) -> list[Any]:

@@ -23,7 +23,14 @@ anomaly. `fast_results(history)` is `check_columns(columnar.from_ops(history))`.
   compared with the last run that moved the position (ok ops for polls; ok/info ops for sends)
   unless an assign/subscribe of that process dropped the key in between (counted with
   `searchsorted` over (process, position) and (process, key, position) codes);
-- `empty_history`: some ok queue op exists.
+- `empty_history`: some ok queue op exists;
+- cycle anomalies (when the policy searches them, the default): the dependency graph's ww
+  (consecutive VO positions' writers), wr (writer of each ok-read record's position -> the
+  reader) and, when asked, rw (an ok op's last read of a key -> the writer of the next
+  position) and process edges, as arrays; `_has_cycle` peels sources and sinks, contracts
+  one-in one-out chains by pointer doubling and runs Tarjan on what is left. Any cycle (even
+  an allowed G0) hands the history to the reference, which names it; with realtime order the
+  fast path declines (its edges need invocation positions, which the columns lack).
 
 It also computes what a clean result map carries besides anomalies: the worst realtime lag
 (per-process positions as a keys x rows matrix, rows sorted by (process, history order),
@@ -511,6 +518,52 @@ def _check(c: QueueColumns, policy: QueuePolicy | None) -> dict[str, Any]:
             u = sgk[gf]
             across(u // K, u % K, sik[gf], sik[gl], np.ones(len(u), dtype=bool), True)
 
+    copts = (policy or QueuePolicy()).cycle_options()
+    if copts is not None:
+        if copts.realtime:
+            raise Fallback("realtime order needs invocation positions")
+        # the dependency graph's edges (ww, wr, rw, process) as arrays: writer of each VO
+        # position, then edges between ops; any cycle -> the reference explains it
+        writer_at = np.full(len(ko_s) + 1, -1, dtype=np.int64)
+        sk = s_idx >= 0
+        writer_at[first_pos[s_kid[sk]] + s_idx[sk]] = sr_a[sk]
+        srcs: list[I64] = []
+        dsts: list[I64] = []
+        if copts.ww and len(ko_s) > 1:
+            same = log_kid[1:] == log_kid[:-1]
+            a_ = writer_at[:-2][same]
+            b_ = writer_at[1:-1][same]
+            m = (a_ >= 0) & (b_ >= 0) & (a_ != b_)
+            srcs.append(a_[m])
+            dsts.append(b_[m])
+        for r0, r1, a, b in chunks:
+            rr = np.repeat(run_r_a[r0:r1], run_n_a[r0:r1])
+            rk = np.repeat(run_kid[r0:r1], run_n_a[r0:r1])
+            w_ = writer_at[first_pos[rk] + dcell[cells(r0, r1, a, b)]]
+            m = (w_ >= 0) & (w_ != rr) & is_ok[rr]
+            if m.any():
+                code = _sorted_unique(w_[m] * nrec + rr[m])
+                srcs.append(code // nrec)
+                dsts.append(code % nrec)
+        if copts.rw and nrun:
+            g_r2 = u_code // K
+            g_k2 = u_code % K
+            key_end = np.append(first_pos[1:], len(ko_s)) if nk else first_pos
+            nxt_pos = first_pos[g_k2] + last_i + 1
+            m = (last_i >= 0) & is_ok[g_r2] & (nxt_pos < key_end[g_k2])
+            w_ = writer_at[np.where(m, nxt_pos, len(ko_s))]
+            m &= (w_ >= 0) & (w_ != g_r2)
+            srcs.append(g_r2[m])
+            dsts.append(w_[m])
+        if copts.process:
+            okr = np.flatnonzero(is_ok)
+            po = okr[np.argsort(pid_of_rec[okr], kind="stable")]
+            same = pid_of_rec[po[1:]] == pid_of_rec[po[:-1]]
+            srcs.append(po[:-1][same])
+            dsts.append(po[1:][same])
+        if srcs and _has_cycle(np.concatenate(srcs), np.concatenate(dsts), nrec):
+            raise Fallback("dependency cycle")
+
     worst = _worst_lag(c, nk, keys, nonfail, pid_of_rec, pids, sub_pi,
                        run_max, (cs_all, ord_all), (sg, sord))
     if worst is None:
@@ -539,6 +592,83 @@ def _check(c: QueueColumns, policy: QueuePolicy | None) -> dict[str, Any]:
         "info_txn_causes": to_jsonable([causes[k] for k in sorted(causes)]),
         "stats": {"ops": c.n_events, "client_ops": nrec, "ok": n_ok, "keys": nkeys},
     }
+
+
+_LAST_TARJAN_NODES = 0  # (for benchmarks: how many nodes the last acyclicity check left)
+
+
+def _sorted_unique(a: I64) -> I64:
+    """np.unique by sorting (numpy's hash-based unique is far slower on these codes)."""
+    a = np.sort(a)
+    if len(a) > 1:
+        keep = np.ones(len(a), dtype=bool)
+        keep[1:] = a[1:] != a[:-1]
+        a = a[keep]
+    return a
+
+
+def _has_cycle(src: I64, dst: I64, n: int) -> bool:
+    """Whether the directed graph (edges src -> dst over nodes 0..n-1) has a cycle.
+
+    With numpy, a few rounds of: drop duplicate edges; peel nodes without in- or out-edges
+    (until stable); contract chains — nodes with exactly one in- and one out-edge (a key's
+    ww chain of single sends) — by pointer doubling, a chain that closes on itself being a
+    cycle. What is left (ops with several edges each side) goes to Tarjan."""
+    from harness.checkers.cycles import has_cycle
+
+    for _round in range(32):
+        if len(src) == 0:
+            return False
+        e0 = len(src)
+        code = _sorted_unique(src * n + dst)
+        src = code // n
+        dst = code % n
+        for _ in range(2):
+            has_in = np.zeros(n, dtype=bool)
+            has_in[dst] = True
+            has_out = np.zeros(n, dtype=bool)
+            has_out[src] = True
+            alive = has_in & has_out
+            keep = alive[src] & alive[dst]
+            if keep.all():
+                break
+            src = src[keep]
+            dst = dst[keep]
+        if len(src) == 0:
+            return False
+        indeg = np.bincount(dst, minlength=n)
+        outdeg = np.bincount(src, minlength=n)
+        mid = (indeg == 1) & (outdeg == 1)
+        n_mid = int(np.count_nonzero(mid))
+        if n_mid:
+            nxt = np.arange(n, dtype=np.int64)
+            m = mid[src]
+            nxt[src[m]] = dst[m]
+            for _ in range(max(1, n_mid.bit_length() + 1)):
+                nxt = nxt[nxt]
+            if mid[nxt[mid]].any():
+                return True  # a chain of one-in one-out nodes that closes on itself
+            # edges out of non-chain nodes, redirected past chains; chain nodes disappear
+            keep = ~mid[src]
+            src = src[keep]
+            dst = nxt[dst[keep]]
+            if (src == dst).any():
+                return True  # u -> chain -> u
+        if len(src) > 0.9 * e0:
+            break
+    if len(src) == 0:
+        return False
+    global _LAST_TARJAN_NODES
+    nodes, (s2, d2) = _ids(src, dst)
+    _LAST_TARJAN_NODES = len(nodes)
+    order = np.argsort(s2, kind="stable")
+    s2 = s2[order]
+    d2 = d2[order]
+    starts = np.searchsorted(s2, np.arange(len(nodes) + 1))
+    dl = d2.tolist()
+    st = starts.tolist()
+    succ = [dl[st[i]:st[i + 1]] for i in range(len(nodes))]
+    return has_cycle(len(nodes), succ)
 
 
 def _worst_lag(

@@ -177,6 +177,61 @@ EXPLANATIONS: Final[dict[str, Explanation]] = {
         "next began).",
         "As G1c, with real time closing the cycle.",
     ),
+    "G_single": _E(
+        "G-single (read skew)",
+        "A dependency cycle with exactly one anti-dependency (rw) edge: an operation read a "
+        "key before some write that, through write/read dependencies, precedes it.",
+        "A poll saw part of another operation's effects but not the rest (a fractured read of "
+        "a transaction, or read skew across partitions). Kafka's read_committed gives no "
+        "snapshot across partitions, so this is allowed unless the policy forbids it.",
+    ),
+    "G_nonadjacent": _E(
+        "G-nonadjacent",
+        "A dependency cycle with two or more anti-dependency (rw) edges, no two of them "
+        "adjacent.",
+        "Forbidden by snapshot isolation; for Kafka polls across partitions it is read skew, "
+        "allowed unless the policy forbids it.",
+    ),
+    "G2_item": _E(
+        "G2-item (anti-dependency cycle)",
+        "A dependency cycle with two or more anti-dependency (rw) edges, some adjacent: e.g. "
+        "two transactions each read a key before the other's send to it (write skew).",
+        "Forbidden by serializability; Kafka transactions do not promise it, so it is allowed "
+        "unless the policy forbids it.",
+    ),
+    "G_single_process": _E(
+        "G-single-process",
+        "A G-single cycle that includes a process-order edge.",
+        "As G-single, with a client's own order closing the cycle.",
+    ),
+    "G_single_realtime": _E(
+        "G-single-realtime",
+        "A G-single cycle that includes a real-time edge (one operation completed before the "
+        "next began).",
+        "As G-single, with real time closing the cycle.",
+    ),
+    "G_nonadjacent_process": _E(
+        "G-nonadjacent-process",
+        "A G-nonadjacent cycle that includes a process-order edge.",
+        "As G-nonadjacent, with a client's own order closing the cycle.",
+    ),
+    "G_nonadjacent_realtime": _E(
+        "G-nonadjacent-realtime",
+        "A G-nonadjacent cycle that includes a real-time edge (one operation completed before the "
+        "next began).",
+        "As G-nonadjacent, with real time closing the cycle.",
+    ),
+    "G2_item_process": _E(
+        "G2-item-process",
+        "A G2-item cycle that includes a process-order edge.",
+        "As G2-item, with a client's own order closing the cycle.",
+    ),
+    "G2_item_realtime": _E(
+        "G2-item-realtime",
+        "A G2-item cycle that includes a real-time edge (one operation completed before the "
+        "next began).",
+        "As G2-item, with real time closing the cycle.",
+    ),
     "PL_1_cycle_exists": _E(
         "PL-1 cycle exists",
         "The dependency graph has a strongly connected component that read-uncommitted "

@@ -287,6 +287,78 @@ def _ops_in(x: Any, out: dict[int, dict[str, Any]]) -> None:
             _ops_in(v, out)
 
 
+def _cycle_ops(e: Mapping[str, Any]) -> list[Any]:
+    return [o.get("index") if isinstance(o, Mapping) else getattr(o, "index", "?")
+            for o in e.get("cycle") or []]
+
+
+def cycle_steps(e: Mapping[str, Any]) -> list[str]:
+    """'op #A -ww(key 3: 1 -> 2)-> op #B' for each edge of a cycle anomaly example."""
+    from harness.checkers.cycles import step_label
+
+    idx = _cycle_ops(e)
+    out = []
+    for i, st in enumerate(e.get("steps") or []):
+        if i + 1 < len(idx) and isinstance(st, Mapping):
+            out.append(f"op #{idx[i]} -{step_label(st)}-> op #{idx[i + 1]}")
+    return out
+
+
+def cycle_line(e: Mapping[str, Any]) -> str:
+    """A cycle in one line: #1 -ww-> #3 -wr-> #1."""
+    idx = _cycle_ops(e)
+    parts = [f"#{idx[0]}"] if idx else []
+    for i, st in enumerate(e.get("steps") or []):
+        t = st.get("type") if isinstance(st, Mapping) else "?"
+        k = f" {st.get('key')}" if isinstance(st, Mapping) and "key" in st else ""
+        parts.append(f"-{t}{k}-> #{idx[i + 1] if i + 1 < len(idx) else '?'}")
+    return f"cycle of {len(e.get('steps') or [])} op(s): " + " ".join(parts)
+
+
+_EDGE_COLOURS: Final = {"ww": "#1f77b4", "wr": "#2ca02c", "rw": "#d62728",
+                        "process": "#7f7f7f", "realtime": "#9467bd"}
+
+
+def cycle_svg(e: Mapping[str, Any]) -> str:
+    """The cycle's ops on a circle with labelled, coloured arrows (inline SVG)."""
+    import math
+
+    idx = _cycle_ops(e)[:-1]
+    steps = e.get("steps") or []
+    n = len(idx)
+    if n < 2 or n > 24 or len(steps) != n:
+        return ""
+    r = 60 + 12 * n
+    w = 2 * r + 160
+    cx, cy = w / 2, r + 30
+    pts = [(cx + r * math.sin(2 * math.pi * i / n), cy - r * math.cos(2 * math.pi * i / n))
+           for i in range(n)]
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w:.0f}" height="{2 * r + 60:.0f}" '
+           'class="cycle" role="img"><defs><marker id="arr" viewBox="0 0 10 10" refX="10" '
+           'refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
+           '<path d="M 0 0 L 10 5 L 0 10 z"/></marker></defs>']
+    for i, st in enumerate(steps):
+        (x1, y1), (x2, y2) = pts[i], pts[(i + 1) % n]
+        dx, dy = x2 - x1, y2 - y1
+        d = math.hypot(dx, dy) or 1.0
+        px, py = -dy / d * 6, dx / d * 6  # a little aside, so a 2-cycle's arrows differ
+        sx, sy = x1 + dx * 22 / d + px, y1 + dy * 22 / d + py
+        ex, ey = x2 - dx * 22 / d + px, y2 - dy * 22 / d + py
+        t = str(st.get("type")) if isinstance(st, Mapping) else "?"
+        col = _EDGE_COLOURS.get(t, "#000")
+        lab = t + (f" k{st.get('key')}" if isinstance(st, Mapping) and "key" in st else "")
+        out.append(f'<line x1="{sx:.1f}" y1="{sy:.1f}" x2="{ex:.1f}" y2="{ey:.1f}" '
+                   f'stroke="{col}" stroke-width="2" marker-end="url(#arr)"/>')
+        out.append(f'<text x="{(sx + ex) / 2:.1f}" y="{(sy + ey) / 2 - 4:.1f}" fill="{col}" '
+                   f'font-size="11" text-anchor="middle">{html.escape(lab[:24])}</text>')
+    for (x, y), op in zip(pts, idx, strict=True):
+        out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="20" fill="#fff" stroke="#333"/>'
+                   f'<text x="{x:.1f}" y="{y + 4:.1f}" font-size="11" text-anchor="middle">'
+                   f"#{html.escape(str(op))}</text>")
+    out.append("</svg>")
+    return "".join(out)
+
+
 def describe_err(t: str, e: Mapping[str, Any]) -> str:
     """One line of plain text (escaped) for an anomaly example."""
     k = esc(e.get("key"))
@@ -316,6 +388,8 @@ def describe_err(t: str, e: Mapping[str, Any]) -> str:
             else "?"
         return (f"{esc(total)} message(s) on {len(un)} key(s) never read by "
                 f"t={_t(e.get('time_ns'))} s; per key: {esc(un, 200)}")
+    if isinstance(e.get("steps"), list) and isinstance(e.get("cycle"), list):
+        return html.escape(cycle_line(e), quote=False)
     if "delta" in e:
         ops = e.get("ops") or ([e["op"]] if _is_op(e.get("op")) else [])
         which = ", ".join(f"#{esc(o.get('index'))}" for o in ops if _is_op(o))
@@ -732,6 +806,15 @@ def _anomaly_section(pg: _Page, a: Anomaly, history: Sequence[Op]) -> None:
         pg.add(table(["#", "example"], [[str(i + 1), describe_err(a.type, x)]
                                         for i, x in enumerate(shown)]))
 
+    cyc = [x for x in shown
+           if isinstance(x.get("steps"), list) and isinstance(x.get("cycle"), list)]
+    for i, x in enumerate(cyc):
+        pg.add(f"<h3>Cycle {i + 1}: {len(x['steps'])} edge(s), in an SCC of "
+               f"{esc(x.get('scc_size'))} operation(s)</h3>")
+        pg.add(cycle_svg(x))
+        items = "".join(f"<li>{html.escape(line, quote=False)}</li>" for line in cycle_steps(x))
+        pg.add(f'<ol class="cycle">{items}</ol>')
+
     # ops: those the examples name, plus those the history shows touching the anomaly
     involved: dict[int, dict[str, Any]] = {}
     _ops_in(a.errs, involved)
@@ -820,6 +903,13 @@ def _linearizability(pg: _Page, history: Sequence[Op], results: Mapping[str, Any
         ks = lin["unknown_keys"]
         pg.add(f'<p class="note">Undecided (time limit) for {len(ks)} key(s): '
                f"{esc(ks[:30], 300)}.</p>")
+    verdicts = [x for x in lin.get("verdicts") or () if isinstance(x, str)]
+    if verdicts:
+        items = "".join(f"<li>{html.escape(x, quote=False)}</li>" for x in verdicts[:50])
+        more = (f"<li>… and {len(verdicts) - 50} more</li>" if len(verdicts) > 50 else "")
+        n_ok = lin.get("linearizable_keys")
+        pg.add("<p>Per key" + (f" ({esc(n_ok)} key(s) linearizable)" if n_ok is not None
+                               else "") + f':</p><ul class="per-key">{items}{more}</ul>')
     fails = [f for f in lin.get("failures") or () if isinstance(f, Mapping)]
     if not fails:
         return
