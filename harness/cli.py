@@ -264,6 +264,18 @@ def check_history(
     raise typer.Exit(0 if valid is True else 2 if valid == "unknown" else 1)
 
 
+@app.command("analyze", rich_help_panel=MORE)
+def analyze_cmd(
+    stores: Annotated[list[Path], typer.Argument(metavar="STORE_DIR...")],
+    master: Annotated[str, typer.Option(help="Spark master URL")] = "local[*]",
+    out: Annotated[Path, typer.Option(help="tables, aggregates, index.html")] = Path("analysis"),
+) -> None:
+    """Analyse many runs on Spark: Parquet tables, checks, aggregates, one HTML page."""
+    from harness.analysis import main as analyze_main
+
+    raise typer.Exit(analyze_main(stores, out, master))
+
+
 @app.command("toxiproxy", rich_help_panel=MORE)
 def toxiproxy(
     listen: Annotated[str, typer.Option(help="host:port of the HTTP API")] = "127.0.0.1:8474",
