@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import random
 import sys
 import time
 from pathlib import Path
@@ -381,6 +382,9 @@ def campaign_cmd(
     store: Annotated[Path, typer.Option(
         metavar="DIR", help="Where run directories go.", rich_help_panel=OUTPUT)
     ] = Path("store"),
+    repeat: Annotated[int, typer.Option(
+        metavar="K", help="K campaigns in a row, seed +1 each (for hiwater analyze).",
+        rich_help_panel=OUTPUT)] = 1,
 ) -> None:
     """Run a Jepsen-style campaign on a local cluster.
 
@@ -419,15 +423,21 @@ def campaign_cmd(
         typer.echo(f"hiwater campaign: {e}", err=True)
         raise typer.Exit(EXIT_ERROR) from None
     faults = opts.scenario or ",".join(opts.nemesis)
-    with Progress(opts.time_limit_s, title=f"{opts.name} / {faults}") as progress:
-        result = run_campaign(opts, progress=lambda s: progress.update(
-            s["counts"], nemesis_state=s["nemesis"], client_errors=s.get("client_errors")))
-    typer.echo(f"{result.verdict.upper()}: {result.run_dir / 'report.html'}")
-    if result.bad:
-        typer.echo(f"anomalies outside the policy: {', '.join(result.bad)}")
-    if "error" in result.results:
-        typer.echo(f"error: {result.results['error']}", err=True)
-    raise typer.Exit(result.exit_code)
+    base = opts.seed if opts.seed is not None else random.randrange(1 << 31)
+    codes = []
+    for i in range(max(1, repeat)):
+        if repeat > 1:
+            opts = dataclasses.replace(opts, seed=base + i)
+        with Progress(opts.time_limit_s, title=f"{opts.name} / {faults}") as progress:
+            result = run_campaign(opts, progress=lambda s, p=progress: p.update(
+                s["counts"], nemesis_state=s["nemesis"], client_errors=s.get("client_errors")))
+        typer.echo(f"{result.verdict.upper()}: {result.run_dir / 'report.html'}")
+        if result.bad:
+            typer.echo(f"anomalies outside the policy: {', '.join(result.bad)}")
+        if "error" in result.results:
+            typer.echo(f"error: {result.results['error']}", err=True)
+        codes.append(result.exit_code)
+    raise typer.Exit(max(codes))
 
 
 @app.command("report")

@@ -45,5 +45,6 @@ def main(stores: Sequence[Path], out: Path, master: str = "local[*]") -> int:
     print(f"{res.runs} run(s) analysed in {time.perf_counter() - t0:.1f} s: "
           + ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
           + f"; {len(res.problems)} skipped; {len(res.mismatches)} differ from results.json")
+    print("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in res.seconds.items()))
     print(f"tables: {out / 'tables'}  aggregates: {out / 'aggregates'}  page: {page}")
     return res.exit_code

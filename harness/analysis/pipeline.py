@@ -25,6 +25,7 @@ mean/max seconds to the first ok after the heal).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,10 +51,15 @@ RUNS_SCHEMA: Final = (
 CHECK_SCHEMA: Final = (
     "run_id string, verdict string, valid string, anomaly_types string, bad string, "
     "counts string, linearizable string, error string")
-FAULT_SCHEMA: Final = (
-    "run_id string, window int, fault string, start_ns long, end_ns long, recover_s double")
-OPLAT_SCHEMA: Final = (
-    "run_id string, f string, type string, invoke_ns long, latency_ms double, fault string")
+FAULT_COLS: Final = (("window", "int"), ("fault", "string"), ("start_ns", "long"),
+                     ("end_ns", "long"), ("recover_s", "double"))
+OPLAT_COLS: Final = (("f", "string"), ("type", "string"), ("invoke_ns", "long"),
+                     ("latency_ms", "double"), ("fault", "string"))
+#: one row per run: the check, and its fault windows and paired ops as arrays (one read
+#: of each history; Spark explodes the arrays into the faults and op_latency tables)
+PER_RUN_SCHEMA: Final = CHECK_SCHEMA + "".join(
+    f", w_{n} array<{t}>" for n, t in FAULT_COLS) + "".join(
+    f", o_{n} array<{t}>" for n, t in OPLAT_COLS)
 
 
 @dataclass
@@ -64,6 +70,7 @@ class Analysis:
     mismatches: list[tuple[str, str]] = field(default_factory=list)
     verdicts: dict[str, str] = field(default_factory=dict)
     tables: dict[str, Path] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -103,61 +110,42 @@ def discover(stores: Sequence[Path]) -> tuple[list[RunInfo], list[tuple[str, str
 # executor functions (module level: pickled by reference)
 
 
-def _check_batches(batches: Iterator[Any]) -> Iterator[Any]:
+def _per_run_batches(batches: Iterator[Any]) -> Iterator[Any]:
     import pandas as pd
 
-    from harness.analysis.runs import check_run
+    from harness.analysis.runs import check_run, fault_rows, op_rows
     from harness.history import read_parquet
 
+    cols = [c.split()[0] for c in PER_RUN_SCHEMA.split(", ")]
     for pdf in batches:
         rows = []
-        for r in pdf.itertuples(index=False):
-            try:
-                row = check_run(read_parquet(r.history), r.sub_via.split(","),
-                                json.loads(r.results_json))
-                row["error"] = None
-            except Exception as e:  # reported per run, the others go on
-                row = {"verdict": "unknown", "valid": "unknown", "anomaly_types": "[]",
-                       "bad": "[]", "counts": "{}", "linearizable": "n/a",
-                       "error": f"{type(e).__name__}: {e}"}
-            rows.append({"run_id": r.run_id, **row})
-        yield pd.DataFrame(rows, columns=[c.split()[0] for c in CHECK_SCHEMA.split(", ")])
-
-
-def _fault_batches(batches: Iterator[Any]) -> Iterator[Any]:
-    import pandas as pd
-
-    from harness.analysis.runs import fault_rows
-    from harness.history import read_parquet
-
-    cols = [c.split()[0] for c in FAULT_SCHEMA.split(", ")]
-    for pdf in batches:
-        rows = []
-        for r in pdf.itertuples(index=False):
-            try:
-                rows += [{"run_id": r.run_id, **w} for w in fault_rows(read_parquet(r.history))]
-            except Exception:
-                continue
-        yield pd.DataFrame(rows, columns=cols)
-
-
-def _oplat_batches(batches: Iterator[Any]) -> Iterator[Any]:
-    import pandas as pd
-
-    from harness.analysis.runs import fault_rows, op_rows
-    from harness.history import read_parquet
-
-    cols = [c.split()[0] for c in OPLAT_SCHEMA.split(", ")]
-    for pdf in batches:
         for r in pdf.itertuples(index=False):
             try:
                 h = read_parquet(r.history)
-                c = op_rows(h, fault_rows(h))
-            except Exception:
-                continue
-            df = pd.DataFrame(c, columns=cols[1:])
-            df.insert(0, "run_id", r.run_id)
-            yield df
+                row: dict[str, Any] = check_run(h, r.sub_via.split(","),
+                                                json.loads(r.results_json))
+                row["error"] = None
+                ws = fault_rows(h)
+                for n, _t in FAULT_COLS:
+                    row[f"w_{n}"] = [w[n] for w in ws]
+                for n, v in op_rows(h, ws).items():
+                    row[f"o_{n}"] = v
+            except Exception as e:  # reported per run, the others go on
+                row = {"verdict": "unknown", "valid": "unknown", "anomaly_types": "[]",
+                       "bad": "[]", "counts": "{}", "linearizable": "n/a",
+                       "error": f"{type(e).__name__}: {e}",
+                       **{f"w_{n}": [] for n, _ in FAULT_COLS},
+                       **{f"o_{n}": [] for n, _ in OPLAT_COLS}}
+            rows.append({"run_id": r.run_id, **row})
+        yield pd.DataFrame(rows, columns=cols)
+
+
+def _explode(df: Any, prefix: str, cols: Sequence[tuple[str, str]]) -> Any:
+    from pyspark.sql import functions as F
+
+    z = F.arrays_zip(*[F.col(f"{prefix}{n}") for n, _ in cols])
+    return (df.select("run_id", F.explode(z).alias("z"))
+            .select("run_id", *[F.col(f"z.{prefix}{n}").alias(n) for n, _ in cols]))
 
 
 # ---------------------------------------------------------------------------------------
@@ -177,7 +165,9 @@ def analyze(stores: Sequence[Path], out: Path, spark: Any) -> Analysis:
 
     out.mkdir(parents=True, exist_ok=True)
     res = Analysis(out)
+    t = time.perf_counter()
     infos, res.problems = discover(stores)
+    res.seconds["discover"] = time.perf_counter() - t
     res.runs = len(infos)
     (out / "problems.json").write_text(json.dumps(res.problems, indent=2))
     tables = out / "tables"
@@ -194,9 +184,10 @@ def analyze(stores: Sequence[Path], out: Path, spark: Any) -> Analysis:
     work = runs.select("run_id", "history", "sub_via", "results_json").repartition(
         nparts, "run_id").cache()
 
-    checks = work.mapInPandas(_check_batches, CHECK_SCHEMA).cache()
-    faults = work.mapInPandas(_fault_batches, FAULT_SCHEMA).cache()
-    oplat = work.mapInPandas(_oplat_batches, OPLAT_SCHEMA)
+    per_run = work.mapInPandas(_per_run_batches, PER_RUN_SCHEMA).cache()
+    checks = per_run.select(*[c.split()[0] for c in CHECK_SCHEMA.split(", ")])
+    faults = _explode(per_run, "w_", FAULT_COLS)
+    oplat = _explode(per_run, "o_", OPLAT_COLS)
 
     # the raw events, read by Spark from each run's Parquet (fixed schema)
     from pyspark.sql.types import StructType
@@ -216,8 +207,10 @@ def analyze(stores: Sequence[Path], out: Path, spark: Any) -> Analysis:
         w = df.write.mode("overwrite")
         if parts:
             w = w.partitionBy(*parts)
+        t0 = time.perf_counter()
         w.parquet(str(p))
         res.tables[name] = p
+        res.seconds[name] = time.perf_counter() - t0
 
     camp = runs.select("run_id", "campaign")
     write(runs.drop("results_json"), "runs")
@@ -260,9 +253,8 @@ def analyze(stores: Sequence[Path], out: Path, spark: Any) -> Analysis:
         write(df.coalesce(1), name, aggs, parts=())
     (out / "problems.json").write_text(json.dumps(
         {"problems": res.problems, "mismatches": res.mismatches}, indent=2))
+    per_run.unpersist()
     work.unpersist()
-    checks.unpersist()
-    faults.unpersist()
     return res
 
 

@@ -87,6 +87,12 @@ def ensure_parquet(run_dir: Path) -> tuple[Path | None, str | None]:
     if not jl.exists():
         return None, "no history"
     try:
+        with open(jl, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            if fh.tell() > 0:
+                fh.seek(-1, os.SEEK_END)
+                if fh.read(1) != b"\n":
+                    return None, f"{HISTORY_JSONL} truncated (torn last line)"
         ops = read_jsonl(jl)
     except (OSError, ValueError, KeyError, TypeError) as e:
         return None, f"{HISTORY_JSONL} unreadable: {type(e).__name__}: {e}"
