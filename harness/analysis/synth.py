@@ -113,7 +113,7 @@ def make_store(store: Path, runs: int, n_ops: int, *, parquet_every: int = 2) ->
     out = []
     for i in range(runs):
         cfg = CONFIGS[i % len(CONFIGS)]
-        mix = mixes[(i // len(CONFIGS)) % len(mixes)]
+        mix = mixes[(i + i // len(CONFIGS)) % len(mixes)]
         camp = "safe" if not lossy(cfg) else "unsafe"
         out.append(write_run(store, camp, f"20260101T{i // 3600:02d}{i // 60 % 60:02d}"
                              f"{i % 60:02d}.000000Z", seed=i + 1, n_ops=n_ops, config=cfg,
