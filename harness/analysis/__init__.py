@@ -29,6 +29,11 @@ def main(stores: Sequence[Path], out: Path, master: str = "local[*]") -> int:
         return 3
     try:
         res = analyze(stores, out, spark)
+    except Exception as e:  # Spark's own errors: one line here, the rest in spark.log
+        msg = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        print(f"hiwater analyze: failed: {type(e).__name__}: {msg} (see {out / 'spark.log'})",
+              file=sys.stderr)
+        return 3
     finally:
         spark.stop()
     for where, what in res.problems:

@@ -17,7 +17,10 @@ def _read(p: Path) -> Any:
 
     if not p.exists():
         return pd.DataFrame()
-    df = pd.read_parquet(p)
+    try:
+        df = pd.read_parquet(p)
+    except (OSError, ValueError):  # an empty table: no part files
+        return pd.DataFrame()
     for c in df.columns:
         if str(df[c].dtype) == "category":
             df[c] = df[c].astype(str)

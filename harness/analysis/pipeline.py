@@ -201,6 +201,8 @@ def analyze(stores: Sequence[Path], out: Path, spark: Any) -> Analysis:
            .withColumn("src", _norm_path_col(F.input_file_name()))
            .join(F.broadcast(keyed), "src").drop("src"))
 
+    schemas: dict[str, Any] = {}
+
     def write(df: Any, name: str, base: Path = tables, parts: Sequence[str] = ("campaign",)
               ) -> None:
         p = base / name
@@ -208,6 +210,7 @@ def analyze(stores: Sequence[Path], out: Path, spark: Any) -> Analysis:
         if parts:
             w = w.partitionBy(*parts)
         t0 = time.perf_counter()
+        schemas[name] = df.schema
         w.parquet(str(p))
         res.tables[name] = p
         res.seconds[name] = time.perf_counter() - t0
@@ -247,7 +250,9 @@ def analyze(stores: Sequence[Path], out: Path, spark: Any) -> Analysis:
 
     # aggregates (Spark SQL over the tables just written)
     for name in ("runs", "checks", "faults", "op_latency", "anomalies"):
-        spark.read.parquet(str(tables / name)).createOrReplaceTempView(f"t_{name}")
+        # with the schema written: an empty table (no anomaly at all) has no part files
+        spark.read.schema(schemas[name]).parquet(str(tables / name)).createOrReplaceTempView(
+            f"t_{name}")
     for name, sql in AGG_SQL.items():
         df = spark.sql(sql)
         write(df.coalesce(1), name, aggs, parts=())

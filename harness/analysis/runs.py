@@ -42,10 +42,10 @@ def find_run_dirs(store: Path) -> list[Path]:
     markers = ("options.json", "results.json", HISTORY_JSONL, HISTORY_PARQUET)
     out: list[Path] = []
     for root, dirs, files in os.walk(store, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if not os.path.islink(os.path.join(root, d))
-                         and d != "logs")
+        dirs[:] = sorted(d for d in dirs if not os.path.islink(os.path.join(root, d)))
         if any(m in files for m in markers):
             out.append(Path(root))
+            dirs[:] = []  # a run's own subdirectories (logs, cluster data) are not runs
     return out
 
 

@@ -185,3 +185,15 @@ def test_page(analysed: tuple[Analysis, Path, dict[str, Path]]) -> None:
     assert "configuration × fault kind" in html and "Plotly" in html
     assert "report.html" in html  # links to each run's report
     assert "<script src=" not in html  # self-contained
+
+
+def test_all_valid_store_has_empty_anomalies(spark: Any, tmp_path: Path) -> None:
+    """No anomaly anywhere: the empty tables still read back, the aggregates still come."""
+    store = tmp_path / "store"
+    write_run(store, "safe", "20260104T000000.000000Z", seed=3, n_ops=200, config=CONFIGS[0],
+              faults=("kill",))
+    res = analyze([store], tmp_path / "out", spark)
+    assert res.runs == 1 and res.exit_code == 0 and res.verdicts == {
+        "safe/20260104T000000.000000Z": "valid"}
+    assert len(_read(tmp_path / "out" / "aggregates" / "matrix")) == 1
+    assert len(_read(tmp_path / "out" / "aggregates" / "by_type")) == 0
