@@ -53,7 +53,7 @@ def render(out: Path, problems: list[tuple[str, str]], mismatches: list[tuple[st
     rec = _read(aggs / "recovery")
     bydim = _read(aggs / "by_dimension")
     pg = _Page()
-    pg.add(f"<h1>hiwater analysis — {len(runs)} run(s)</h1>")
+    pg.add(f'<h1 style="margin:14px 30px">hiwater analysis — {len(runs)} run(s)</h1>')
 
     pg.section("matrix", "Anomaly rate: configuration × fault kind")
     if len(matrix):
