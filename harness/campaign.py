@@ -683,6 +683,7 @@ def _conclude(opts: CampaignOptions, run_dir: Path, results: dict[str, Any]
     code = EXIT_ERROR
     if "error" not in results and history_path.exists():
         history = read_jsonl(history_path)
+        _write_columnar(history, run_dir)  # history.parquet for hiwater analyze (issue #10)
         policy = QueuePolicy.of(opts.sub_via)
         checked = check(history, policy, time_limit_s=opts.check_time_limit_s)
         results.update(checked)
@@ -722,3 +723,15 @@ def _file_handler(path: Path) -> logging.Handler:
     h.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     h.setLevel(logging.INFO)
     return h
+
+
+def _write_columnar(history: Any, run_dir: Path) -> None:
+    """history.parquet beside history.jsonl: harness.history's fixed schema plus the queue
+    checker's int side columns (harness.checkers.columnar); never fails the run."""
+    try:
+        from harness.checkers.columnar import write_columnar
+
+        write_columnar(history, run_dir / "history.parquet.tmp")
+        os.replace(run_dir / "history.parquet.tmp", run_dir / "history.parquet")
+    except Exception as e:
+        log.warning("history.parquet not written: %s", e)

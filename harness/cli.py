@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import random
 import sys
 import time
 from pathlib import Path
@@ -267,6 +268,18 @@ def check_history(
     raise typer.Exit(0 if valid is True else 2 if valid == "unknown" else 1)
 
 
+@app.command("analyze", rich_help_panel=MORE)
+def analyze_cmd(
+    stores: Annotated[list[Path], typer.Argument(metavar="STORE_DIR...")],
+    master: Annotated[str, typer.Option(help="Spark master URL")] = "local[*]",
+    out: Annotated[Path, typer.Option(help="tables, aggregates, index.html")] = Path("analysis"),
+) -> None:
+    """Analyse many runs on Spark: Parquet tables, checks, aggregates, one HTML page."""
+    from harness.analysis import main as analyze_main
+
+    raise typer.Exit(analyze_main(stores, out, master))
+
+
 @app.command("toxiproxy", rich_help_panel=MORE)
 def toxiproxy(
     listen: Annotated[str, typer.Option(help="host:port of the HTTP API")] = "127.0.0.1:8474",
@@ -375,6 +388,9 @@ def campaign_cmd(
     runtime: Annotated[str, typer.Option(
         metavar="NAME", help="local (127.0.0.x processes) or docker.",
         rich_help_panel=CLUSTER)] = "local",
+    repeat: Annotated[int, typer.Option(
+        metavar="K", help="K campaigns in a row, seed +1 each (for hiwater analyze).",
+        rich_help_panel=OUTPUT)] = 1,
 ) -> None:
     """Run a Jepsen-style campaign on a local cluster.
 
@@ -387,6 +403,8 @@ def campaign_cmd(
     from harness.report.progress import Progress
 
     try:
+        if repeat < 1:
+            raise ValueError(f"--repeat must be at least 1; got {repeat}")
         for o in override or []:
             if "=" not in o or not o.split("=", 1)[0].strip():
                 raise ValueError(f"--override needs key=value; got {o!r}")
@@ -418,15 +436,21 @@ def campaign_cmd(
         typer.echo(f"hiwater campaign: {e}", err=True)
         raise typer.Exit(EXIT_ERROR) from None
     faults = opts.scenario or ",".join(opts.nemesis)
-    with Progress(opts.time_limit_s, title=f"{opts.name} / {faults}") as progress:
-        result = run_campaign(opts, progress=lambda s: progress.update(
-            s["counts"], nemesis_state=s["nemesis"], client_errors=s.get("client_errors")))
-    typer.echo(f"{result.verdict.upper()}: {result.run_dir / 'report.html'}")
-    if result.bad:
-        typer.echo(f"anomalies outside the policy: {', '.join(result.bad)}")
-    if "error" in result.results:
-        typer.echo(f"error: {result.results['error']}", err=True)
-    raise typer.Exit(result.exit_code)
+    base = opts.seed if opts.seed is not None else random.randrange(1 << 31)
+    codes = []
+    for i in range(max(1, repeat)):
+        if repeat > 1:
+            opts = dataclasses.replace(opts, seed=base + i)
+        with Progress(opts.time_limit_s, title=f"{opts.name} / {faults}") as progress:
+            result = run_campaign(opts, progress=lambda s, p=progress: p.update(
+                s["counts"], nemesis_state=s["nemesis"], client_errors=s.get("client_errors")))
+        typer.echo(f"{result.verdict.upper()}: {result.run_dir / 'report.html'}")
+        if result.bad:
+            typer.echo(f"anomalies outside the policy: {', '.join(result.bad)}")
+        if "error" in result.results:
+            typer.echo(f"error: {result.results['error']}", err=True)
+        codes.append(result.exit_code)
+    raise typer.Exit(max(codes))
 
 
 @app.command("report")
