@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -73,6 +74,8 @@ def spec_check(
     time_limit: Annotated[float | None, typer.Option(help="stop after seconds")] = None,
     save_trace: Annotated[Path | None, typer.Option(help="write the trace as JSONL")] = None,
     quiet: Annotated[bool, typer.Option(help="no progress lines")] = False,
+    workers: Annotated[int | None, typer.Option(
+        help="processes for a BFS; default: the number of cores; 1: a single process")] = None,
 ) -> None:
     """Model-check the real core. Exit 0: no violation within the bounds; 1: a violation
     (its shortest trace is printed); 2: a limit stopped the search first."""
@@ -122,10 +125,15 @@ def spec_check(
             last[0] = time.perf_counter()
             typer.echo(f"  ... {states:,} states, depth {depth}, {seconds:.0f} s", err=True)
 
+    if workers is None:
+        workers = os.cpu_count() or 1
+    if workers < 1:
+        typer.echo("--workers must be at least 1", err=True)
+        raise typer.Exit(3)
     try:
         result = check(model, strategy=strategy, symmetry=symmetry,
                        max_states=max_states, time_limit_s=time_limit, progress=progress,
-                       invariants=invariants)
+                       invariants=invariants, workers=workers)
     except ValueError as e:
         typer.echo(str(e), err=True)
         raise typer.Exit(3) from None
