@@ -179,6 +179,8 @@ def _inert(m: InFlight, nodes: list[Node], broker_epoch_checked: bool) -> bool:
 # The znode versions a broker state holds, by state identity (states are shared between
 # worlds, and memoized steps return the same objects).
 _versions_cache: dict[int, tuple[BrokerState, frozenset[int]]] = {}
+# A state renumbered by a version order, by (state identity, order): shared results.
+_renumbered: dict[tuple[int, tuple[int, ...]], tuple[BrokerState, BrokerState]] = {}
 
 
 def _normalize_versions(w: World) -> World:
@@ -190,9 +192,11 @@ def _normalize_versions(w: World) -> World:
     p = w.zk.partition
     if p is not None:
         seen.add(p.zk_version)
+    per_node: list[frozenset[int]] = []
     for n in w.nodes:
         st = n.state
         if st is None:
+            per_node.append(frozenset())
             continue
         hit = _versions_cache.get(id(st))
         if hit is None or hit[0] is not st:
@@ -205,6 +209,7 @@ def _normalize_versions(w: World) -> World:
                 _versions_cache.clear()
             hit = _versions_cache[id(st)] = (st, frozenset(vs))  # holds st: id not reused
         seen |= hit[1]
+        per_node.append(hit[1])
     for m in w.network:
         if isinstance(m.message, LeaderAndIsrRequest):
             for info in m.message.partitions:
@@ -223,16 +228,24 @@ def _normalize_versions(w: World) -> World:
         return None if x is None else x._replace(zk_version=rank[x.zk_version])
 
     nodes = []
-    for n in w.nodes:
+    key = tuple(ordered)
+    for n, versions in zip(w.nodes, per_node, strict=True):
         st = n.state
-        if st is not None:
+        if st is None or all(rank[v] == v for v in versions):
+            nodes.append(n)  # nothing to renumber: keep the (shared) node
+            continue
+        done = _renumbered.get((id(st), key))
+        if done is None or done[0] is not st:
             reps = tuple(r._replace(zk_version=rank[r.zk_version]) for r in st.replicas)
             ctl = st.controller
             if ctl is not None:
                 ctl = ctl._replace(partitions=tuple(c._replace(state=li(c.state))
                                                    for c in ctl.partitions))
-            st = st._replace(replicas=reps, controller=ctl)
-        nodes.append(n._replace(state=st))
+            if len(_renumbered) >= 100_000:
+                _renumbered.clear()
+            done = _renumbered[(id(st), key)] = (st, st._replace(replicas=reps,
+                                                                 controller=ctl))
+        nodes.append(n._replace(state=done[1]))
     network = []
     for m in w.network:
         if isinstance(m.message, LeaderAndIsrRequest):
