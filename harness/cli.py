@@ -112,10 +112,16 @@ def spec_check(
     except ValueError as e:
         typer.echo(f"bad bounds: {e}", err=True)
         raise typer.Exit(3) from None
+    if workers is None:
+        workers = os.cpu_count() or 1
+    if workers < 1:
+        typer.echo("--workers must be at least 1", err=True)
+        raise typer.Exit(3)
     what = f"bug {bug}" if bug else "the fixed protocol"
     model = Model(config, bounds)
     symmetry = symmetry and model.symmetric
-    typer.echo(f"checking {what}: {_bounds_text(bounds)}; {strategy}"
+    procs = f", {workers} processes" if strategy == "bfs" and workers > 1 else ""
+    typer.echo(f"checking {what}: {_bounds_text(bounds)}; {strategy}{procs}"
                f"{', symmetry' if symmetry else ''}; invariants: "
                f"{', '.join(invariants) if invariants else 'all'}")
     last = [time.perf_counter()]
@@ -125,11 +131,6 @@ def spec_check(
             last[0] = time.perf_counter()
             typer.echo(f"  ... {states:,} states, depth {depth}, {seconds:.0f} s", err=True)
 
-    if workers is None:
-        workers = os.cpu_count() or 1
-    if workers < 1:
-        typer.echo("--workers must be at least 1", err=True)
-        raise typer.Exit(3)
     try:
         result = check(model, strategy=strategy, symmetry=symmetry,
                        max_states=max_states, time_limit_s=time_limit, progress=progress,
