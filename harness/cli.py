@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import os
 import random
 import sys
 import time
@@ -103,6 +104,8 @@ def spec_check(
     save_trace: Annotated[Path | None, _opt("FILE", OUTPUT, "Write the trace as JSONL.")
                           ] = None,
     quiet: Annotated[bool, _opt("", OUTPUT, "No progress lines.")] = False,
+    workers: Annotated[int | None, _opt(
+        "N", SEARCH, "Processes for a BFS (default: the cores; 1: one).")] = None,
 ) -> None:
     """Model-check the real core.
 
@@ -141,10 +144,16 @@ def spec_check(
     except ValueError as e:
         typer.echo(f"bad bounds: {e}", err=True)
         raise typer.Exit(3) from None
+    if workers is None:
+        workers = os.cpu_count() or 1
+    if workers < 1:
+        typer.echo("--workers must be at least 1", err=True)
+        raise typer.Exit(3)
     what = f"bug {bug}" if bug else "the fixed protocol"
     model = Model(config, bounds)
     symmetry = symmetry and model.symmetric
-    typer.echo(f"checking {what}: {_bounds_text(bounds)}; {strategy}"
+    procs = f", {workers} processes" if strategy == "bfs" and workers > 1 else ""
+    typer.echo(f"checking {what}: {_bounds_text(bounds)}; {strategy}{procs}"
                f"{', symmetry' if symmetry else ''}; invariants: "
                f"{', '.join(invariants) if invariants else 'all'}")
     last = [time.perf_counter()]
@@ -157,7 +166,7 @@ def spec_check(
     try:
         result = check(model, strategy=strategy, symmetry=symmetry,
                        max_states=max_states, time_limit_s=time_limit, progress=progress,
-                       invariants=invariants)
+                       invariants=invariants, workers=workers)
     except ValueError as e:
         typer.echo(str(e), err=True)
         raise typer.Exit(3) from None

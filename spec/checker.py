@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from spec.invariants import NAMES, check_state, check_step
+from spec.invariants import NAMES, check_state, check_step, view
 from spec.model import Action, Model
 from spec.symmetry import Canonicalizer
 from spec.world import World
@@ -44,9 +45,12 @@ def check(
     time_limit_s: float | None = None,
     progress: Callable[[int, int, float], None] | None = None,
     invariants: tuple[str, ...] | None = None,
+    workers: int = 1,
 ) -> Result:
     """Explore until a violation, exhaustion, or a limit. BFS returns a shortest trace.
-    `invariants` restricts the check to the named properties (all by default)."""
+    `invariants` restricts the check to the named properties (all by default). `workers`
+    > 1 runs a breadth-first search over that many processes (`spec.parallel`), with the
+    same states, transitions, depth, verdict and trace as one process."""
     if strategy not in ("bfs", "dfs"):
         raise ValueError("strategy must be 'bfs' or 'dfs'")
     only = None if invariants is None else frozenset(invariants)
@@ -55,6 +59,17 @@ def check(
     start = time.perf_counter()
     n_brokers = model.bounds.brokers
     symmetry = symmetry and model.symmetric
+
+    if workers < 1:
+        raise ValueError("workers must be at least 1")
+    if strategy == "bfs" and workers > 1:
+        from spec import parallel
+
+        bad_v, bad_k, ps, trans, dep, exhausted, stopped = parallel.bfs(
+            model, workers, symmetry, only, max_states, time_limit_s, progress, start)
+        trace = _trace(model, ps, bad_k) if bad_k is not None else []
+        return Result(bad_v, trace, len(ps), trans, dep, time.perf_counter() - start,
+                      exhausted, stopped)
 
     canon = Canonicalizer(n_brokers)
 
@@ -67,11 +82,22 @@ def check(
     frontier: deque[tuple[World, object, int]] = deque([(init, init_key, 0)])
     transitions = 0
     depth = 0
-    concrete: set[World] = {init}
+    # State invariants are a function of `invariants.view`, which far fewer values take
+    # than there are states.
+    verdicts: dict[object, tuple[str, str] | None] = {}
+
+    def state_violation(w: World) -> tuple[str, str] | None:
+        v = view(w)
+        if v in verdicts:
+            return verdicts[v]
+        if len(verdicts) >= 1_000_000:
+            verdicts.clear()
+        bad = verdicts[v] = check_state(w, only)
+        return bad
 
     def result(violation: tuple[str, str] | None, bad: tuple[World, object] | None,
                exhausted: bool, stopped_by: str | None) -> Result:
-        trace = _trace(model, parents, bad, key) if bad is not None else []
+        trace = _trace(model, parents, bad[1]) if bad is not None else []
         return Result(violation, trace, len(parents), transitions, depth,
                       time.perf_counter() - start, exhausted, stopped_by)
 
@@ -84,17 +110,11 @@ def check(
         depth = max(depth, d)
         for action, nxt in model.successors(w):
             transitions += 1
-            if symmetry:
-                # A concrete world met before needs no canonical key (which is the costly
-                # part): most transitions close diamonds or loop back.
-                if nxt in concrete:
-                    continue
-                concrete.add(nxt)
             nk = key(nxt)
             if nk in parents:
                 continue
             parents[nk] = (wk, action)
-            violation = check_step(w, nxt, only) or check_state(nxt, only)
+            violation = check_step(w, nxt, only) or state_violation(nxt)
             if violation is not None:
                 depth = max(depth, d + 1)
                 return result(violation, (nxt, nk), False, None)
@@ -110,14 +130,14 @@ def check(
 
 def _trace(
     model: Model,
-    parents: dict[object, tuple[object, Action] | None],
-    bad: tuple[World, object],
-    key: Callable[[World], object],
+    parents: Mapping[Any, tuple[Any, Action] | None],
+    bad: object,
 ) -> list[tuple[Action, World]]:
-    """Rebuild the path by replaying actions from the initial state (the stored keys may be
-    symmetric representatives; replaying yields the concrete worlds)."""
+    """Rebuild the path to the state with key `bad` by replaying actions from the initial
+    state (the stored keys may be symmetric representatives; replaying yields the concrete
+    worlds)."""
     actions: list[Action] = []
-    k: object = bad[1]
+    k: object = bad
     while True:
         entry = parents[k]
         if entry is None:
@@ -125,7 +145,7 @@ def _trace(
         k, action = entry
         actions.append(action)
     actions.reverse()
-    return replay(model, actions, key)
+    return replay(model, actions)
 
 
 def replay(

@@ -263,6 +263,34 @@ STEP_INVARIANTS: tuple[tuple[str, StepCheck], ...] = (
 NAMES = tuple(i.name for i in STATE_INVARIANTS) + tuple(n for n, _ in STEP_INVARIANTS)
 
 
+def view(w: World) -> tuple[object, ...]:
+    """Everything the state invariants (and their messages) read, and nothing else: per
+    broker whether it runs, its replica's role, leader epoch, HW, LEO and ISR, its log, the
+    partition states its controller holds and whether it has notifications pending;
+    ZooKeeper's partition and controller; the ghost's acknowledged records, exposure flag,
+    leaders per epoch and ListOffsets answers. Two worlds with equal views get equal
+    `check_state` answers, so the checker evaluates the invariants once per view (far fewer
+    than states: timers, network, fetch states and epochs of other kinds vary freely).
+    An invariant that reads anything else must add it here."""
+    nodes: list[object] = []
+    for n in w.nodes:
+        st = n.state
+        if st is None:
+            nodes.append((False, n.disk.records))
+            continue
+        r = None
+        for x in st.replicas:
+            if x.tp == TP:
+                r = x
+        rv = None if r is None else (r.role, r.leader_epoch, r.high_watermark,
+                                     r.log_end_offset, r.isr)
+        ctl = None if st.controller is None else st.controller.partitions
+        nodes.append((True, rv, n.disk.records, ctl, bool(n.inbox)))
+    g = w.ghost
+    return (tuple(nodes), w.zk.partition, w.zk.controller, g.acked, g.conflicting_exposure,
+            g.leaders, g.listed_backwards, g.latest_listed)
+
+
 def check_state(w: World, only: frozenset[str] | None = None) -> tuple[str, str] | None:
     """The first state invariant broken (among `only`, when given)."""
     for inv in STATE_INVARIANTS:

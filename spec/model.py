@@ -176,6 +176,13 @@ def _inert(m: InFlight, nodes: list[Node], broker_epoch_checked: bool) -> bool:
     return True
 
 
+# The znode versions a broker state holds, by state identity (states are shared between
+# worlds, and memoized steps return the same objects).
+_versions_cache: dict[int, tuple[BrokerState, frozenset[int]]] = {}
+# A state renumbered by a version order, by (state identity, order): shared results.
+_renumbered: dict[tuple[int, tuple[int, ...]], tuple[BrokerState, BrokerState]] = {}
+
+
 def _normalize_versions(w: World) -> World:
     """Renumber partition znode versions densely, keeping their order. The core only
     compares versions (equal, greater) and proposes "current + 1", so worlds that differ
@@ -185,16 +192,24 @@ def _normalize_versions(w: World) -> World:
     p = w.zk.partition
     if p is not None:
         seen.add(p.zk_version)
+    per_node: list[frozenset[int]] = []
     for n in w.nodes:
         st = n.state
         if st is None:
+            per_node.append(frozenset())
             continue
-        for r in st.replicas:
-            seen.add(r.zk_version)
-        if st.controller is not None:
-            for ctx in st.controller.partitions:
-                if ctx.state is not None:
-                    seen.add(ctx.state.zk_version)
+        hit = _versions_cache.get(id(st))
+        if hit is None or hit[0] is not st:
+            vs = {r.zk_version for r in st.replicas}
+            if st.controller is not None:
+                for ctx in st.controller.partitions:
+                    if ctx.state is not None:
+                        vs.add(ctx.state.zk_version)
+            if len(_versions_cache) >= 100_000:
+                _versions_cache.clear()
+            hit = _versions_cache[id(st)] = (st, frozenset(vs))  # holds st: id not reused
+        seen |= hit[1]
+        per_node.append(hit[1])
     for m in w.network:
         if isinstance(m.message, LeaderAndIsrRequest):
             for info in m.message.partitions:
@@ -213,16 +228,24 @@ def _normalize_versions(w: World) -> World:
         return None if x is None else x._replace(zk_version=rank[x.zk_version])
 
     nodes = []
-    for n in w.nodes:
+    key = tuple(ordered)
+    for n, versions in zip(w.nodes, per_node, strict=True):
         st = n.state
-        if st is not None:
+        if st is None or all(rank[v] == v for v in versions):
+            nodes.append(n)  # nothing to renumber: keep the (shared) node
+            continue
+        done = _renumbered.get((id(st), key))
+        if done is None or done[0] is not st:
             reps = tuple(r._replace(zk_version=rank[r.zk_version]) for r in st.replicas)
             ctl = st.controller
             if ctl is not None:
                 ctl = ctl._replace(partitions=tuple(c._replace(state=li(c.state))
                                                    for c in ctl.partitions))
-            st = st._replace(replicas=reps, controller=ctl)
-        nodes.append(n._replace(state=st))
+            if len(_renumbered) >= 100_000:
+                _renumbered.clear()
+            done = _renumbered[(id(st), key)] = (st, st._replace(replicas=reps,
+                                                                 controller=ctl))
+        nodes.append(n._replace(state=done[1]))
     network = []
     for m in w.network:
         if isinstance(m.message, LeaderAndIsrRequest):
@@ -251,6 +274,37 @@ class Model:
         # Renaming brokers maps behaviours to behaviours only if nothing prefers one broker:
         # every choice is explored, except the preferred replica of auto rebalance.
         self.symmetric = not bounds.rebalance
+        # core.step is pure and deterministic, so its result is a function of (state, event)
+        # (the state carries the config); a search meets the same broker step many times
+        # (about ten times each at the default bounds), so results are remembered, per
+        # state (found by identity, then by value: memoized steps return shared states)
+        # and then per event. The cached effect lists are shared: nothing here mutates them.
+        self._steps: dict[BrokerState, dict[ev.Event, tuple[BrokerState, list[fx.Effect]]]]
+        self._steps = {}
+        self._steps_by_id: dict[int, tuple[BrokerState, dict[ev.Event, tuple[
+            BrokerState, list[fx.Effect]]]]] = {}
+        self.step_cache_size = 200_000  # states
+
+    def step(self, state: BrokerState, event: ev.Event) -> tuple[BrokerState, list[fx.Effect]]:
+        """`core.step`, memoized."""
+        hit = self._steps_by_id.get(id(state))
+        if hit is not None and hit[0] is state:
+            per_event = hit[1]
+        else:
+            if len(self._steps) >= self.step_cache_size:
+                self._steps.clear()
+            if len(self._steps_by_id) >= self.step_cache_size:
+                self._steps_by_id.clear()
+            found = self._steps.get(state)
+            if found is None:
+                found = self._steps[state] = {}
+            per_event = found
+            # holds the state, so its id is not reused while cached
+            self._steps_by_id[id(state)] = (state, per_event)
+        result = per_event.get(event)
+        if result is None:
+            result = per_event[event] = step(state, event)
+        return result
 
     # ----------------------------------------------------------------------------------
     # initial state
@@ -498,7 +552,7 @@ class Model:
             if current is None:
                 continue
             before = _replica(current)
-            state, effects = step(current, event)
+            state, effects = self.step(current, event)
             bld.states[i] = state
             self._record_leadership(bld, i, before, _replica(state))
             if effects:

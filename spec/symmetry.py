@@ -4,27 +4,34 @@ The model is symmetric under renaming brokers: the topic's assignment order only
 choices, and the model explores every option of every choice. So two worlds that differ by a
 renaming have the same futures up to that renaming, and the checker keeps one of them.
 
-`canonical_key` encodes a world as a nested tuple with every broker id passed through a
-permutation, and set-like tuples (ISR, replica lists, live brokers) sorted after renaming;
-the key is the encoding whose hash is smallest over all permutations (ties broken by the
-encodings' text), which is the same for every world of an orbit. The encoder walks every
-field of every value, so no state component can be forgotten: a field is a broker id (by
-name), a set of broker ids, or data encoded as it is. Encodings of the parts of a world are
-cached by object identity: a successor shares most of its parts with its parent.
+The encoder turns a part of a world (a broker's node, ZooKeeper, the ghost, a message in
+flight) into a nested tuple with every broker id passed through a permutation, and set-like
+tuples (ISR, replica lists, live brokers) sorted after renaming. It walks every field of
+every value, so no state component can be forgotten: a field is a broker id (by name), a set
+of broker ids, or data encoded as it is. Each distinct encoding gets a small integer code
+(interned, never reused), and `Canonicalizer.key` is the smallest flat tuple of codes over
+the candidate permutations, which is the same for every world of an orbit.
+
+Speed: a world has few distinct parts (thousands of node values for hundreds of thousands
+of worlds), so codes are cached per part value and permutation, and encodings of sub-values
+by object identity; a key costs a few dictionary lookups and hashes. Stored keys are tuples
+of small ints: compact, and cheap to hash and compare.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
-from typing import Any
+from collections.abc import Hashable
+from typing import Any, cast
 
 from core.messages import BatchInfo
 from core.producer import BatchMetadata, ProducerEntry
 from core.replica import PendingProduce
 from core.rules.epochs import EpochEntry
 from core.types import Errors, FetchState, Role, TopicPartition
-from spec.world import Disk, World
+from spec.world import Disk, Node, World
 
 # Fields that hold one broker id.
 _ID_FIELDS = frozenset({
@@ -77,32 +84,35 @@ def _plan(cls: type) -> tuple[tuple[int, int], ...] | None:
     return plan
 
 
-class Key:
-    """A canonical encoding with its hash computed once (tuples do not cache theirs)."""
-
-    __slots__ = ("encoding", "hash")
-
-    def __init__(self, encoding: Any, h: int) -> None:
-        self.encoding = encoding
-        self.hash = h
-
-    def __hash__(self) -> int:
-        return self.hash
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Key) and self.hash == other.hash and (
-            self.encoding == other.encoding)
-
-
 class Canonicalizer:
     """Computes canonical keys for worlds of `n` brokers, with a bounded cache."""
 
-    def __init__(self, n: int, cache_size: int = 600_000) -> None:
+    def __init__(self, n: int, cache_size: int = 600_000, fingerprints: bool = False,
+                 symmetry: bool = True) -> None:
+        """`fingerprints`: codes are 128-bit digests of the encodings' text instead of
+        numbers in order of first appearance, and a key is one 128-bit digest of the
+        smallest tuple; so independent processes agree on keys (the parallel search), at
+        the price of a collision probability around states^2 / 2^128 (negligible).
+        `symmetry=False`: the identity permutation only (a key per world, not per orbit)."""
         self.n = n
+        self.fingerprints = fingerprints
+        self.symmetry = symmetry
         self.perms = [tuple(p) for p in itertools.permutations(range(n))]
         self.perm_index = {p: k for k, p in enumerate(self.perms)}
         self.cache_size = cache_size
         self._cache: dict[int, tuple[object, list[Any]]] = {}
+        self.invs: list[tuple[int, ...]] = []
+        for p in self.perms:
+            inv = [0] * n
+            for old, new in enumerate(p):
+                inv[new] = old
+            self.invs.append(tuple(inv))
+        self._codes: dict[Any, int] = {}  # encoding -> code; never cleared
+        self._nodes: dict[Any, list[Any]] = {}
+        self._zks: dict[Any, list[Any]] = {}
+        self._ghosts: dict[Any, list[Any]] = {}
+        self._msgs: dict[Any, list[Any]] = {}
+        self._by_id: dict[int, tuple[object, list[Any]]] = {}
 
     # -- encoding ----------------------------------------------------------------------
 
@@ -180,54 +190,122 @@ class Canonicalizer:
 
     # -- canonical key -------------------------------------------------------------------
 
-    def _candidates(self, w: World) -> list[int]:
+    def _entry(self, table: dict[Any, list[Any]], obj: object) -> list[Any]:
+        """The cache entry of a world part: [id-free signature, then its code under each
+        permutation (filled on demand)]. Found by identity first (successors share most
+        parts with their parent, and memoized core steps return shared states), then by
+        value, so equal parts built by different actions share one entry."""
+        hit = self._by_id.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        entry = table.get(obj)
+        if entry is None:
+            if len(table) >= self.cache_size:
+                table.clear()
+            entry = table[obj] = [None] * (len(self.perms) + 1)
+            if table is self._nodes:
+                entry[0] = hash(_node_signature(cast(Node, obj)))
+        if len(self._by_id) >= self.cache_size:
+            self._by_id.clear()
+        self._by_id[id(obj)] = (obj, entry)  # holds obj, so its id is not reused meanwhile
+        return entry
+
+    def _code(self, entry: list[Any], obj: object, k: int) -> Any:
+        """The small integer naming obj's encoding under permutation k. Codes are handed out
+        in order of first appearance and never reused, so equal codes mean equal
+        encodings. (With `fingerprints`, a digest of the encoding.)"""
+        c = entry[k + 1]
+        if c is None:
+            enc = self._encoded(obj, k)
+            if self.fingerprints:
+                c = hashlib.blake2b(repr(enc).encode(), digest_size=16).digest()
+            else:
+                c = self._codes.get(enc)
+                if c is None:
+                    c = self._codes[enc] = len(self._codes)
+            entry[k + 1] = c
+        return c
+
+    def _candidates(self, w: World, node_entries: list[list[Any]]) -> list[int]:
         """Permutations that sort brokers by an id-free signature; only brokers with equal
         signatures can be ordered more than one way."""
-        sigs = [hash(_signature(w, b)) for b in range(self.n)]
-        order = sorted(range(self.n), key=lambda b: sigs[b])
+        n = self.n
+        if not self.symmetry:
+            return [0]  # the identity permutation comes first
+        counts = [0] * n
+        for m in w.network:
+            if 0 <= m.dst < n:
+                counts[m.dst] += 1
+        c = w.zk.controller
+        sigs = [(node_entries[b][0], b == c, counts[b]) for b in range(n)]
+        order = sorted(range(n), key=sigs.__getitem__)
         groups: list[list[int]] = []
         for b in order:
             if groups and sigs[groups[-1][0]] == sigs[b]:
                 groups[-1].append(b)
             else:
                 groups.append([b])
+        if len(groups) == n:  # every broker looks different: one candidate
+            p = [0] * n
+            for new_id, old_id in enumerate(order):
+                p[old_id] = new_id
+            return [self.perm_index[tuple(p)]]
         out = []
         for arrangement in itertools.product(*(itertools.permutations(g) for g in groups)):
             flat = [b for g in arrangement for b in g]
-            p = [0] * self.n
+            p = [0] * n
             for new_id, old_id in enumerate(flat):
                 p[old_id] = new_id
             out.append(self.perm_index[tuple(p)])
         return out
 
-    def key(self, w: World) -> Key:
-        best: Any = None
-        best_hash = 0
-        for k in self._candidates(w):
-            p = self.perms[k]
-            inv = [0] * self.n
-            for old, new in enumerate(p):
-                inv[new] = old
-            nodes = tuple([self._encoded(w.nodes[old], k) for old in inv])
-            net = _sorted([self._encoded(m, k) for m in w.network])
-            enc = (nodes, self._encoded(w.zk, k), net, self._encoded(w.ghost, k))
-            h = hash(enc)
-            if best is None or h < best_hash or (h == best_hash and enc != best
-                                                  and repr(enc) < repr(best)):
-                best, best_hash = enc, h
-        return Key(best, best_hash)
+    def key(self, w: World) -> Hashable:
+        """The canonical key: per candidate permutation, the codes of the renamed brokers'
+        nodes (in their new order), of ZooKeeper, of the ghost and of the sorted in-flight
+        messages, as one flat tuple of ints (the number of brokers is fixed, so it parses
+        one way); the smallest such tuple over the candidates. The same for every world of
+        an orbit, and compact to store."""
+        nodes = w.nodes
+        entry = self._entry
+        code = self._code
+        node_entries = [entry(self._nodes, x) for x in nodes]
+        zk, ghost, network = w.zk, w.ghost, w.network
+        zk_entry = entry(self._zks, zk)
+        ghost_entry = entry(self._ghosts, ghost)
+        msg_entries = [entry(self._msgs, m) for m in network]
+        best: tuple[Any, ...] | None = None
+        for k in self._candidates(w, node_entries):
+            k1 = k + 1
+            enc = []
+            for old in self.invs[k]:
+                e = node_entries[old]
+                c = e[k1]
+                enc.append(code(e, nodes[old], k) if c is None else c)
+            c = zk_entry[k1]
+            enc.append(code(zk_entry, zk, k) if c is None else c)
+            c = ghost_entry[k1]
+            enc.append(code(ghost_entry, ghost, k) if c is None else c)
+            if msg_entries:
+                enc += sorted([code(e, m, k) if e[k1] is None else e[k1]
+                               for e, m in zip(msg_entries, network, strict=True)])
+            t = tuple(enc)
+            if best is None or t < best:
+                best = t
+        assert best is not None
+        if self.fingerprints:
+            return int.from_bytes(hashlib.blake2b(b"".join(best), digest_size=16).digest())
+        return best
 
 
-def _signature(w: World, b: int) -> Any:
-    """What broker b looks like without naming any broker."""
-    n = w.nodes[b]
+def _node_signature(n: Node) -> Any:
+    """What a broker's node looks like without naming any broker."""
     s = n.state
     reps: Any = ()
     if s is not None:
+        b = s.broker_id
         reps = tuple((r.role, r.leader_epoch, r.log_end_offset, r.high_watermark, len(r.isr),
                       r.fetch_state, r.leader == b) for r in s.replicas)
-    return (s is not None, n.disk, reps, len(n.inbox), len(n.timers), b == w.zk.controller,
-            sum(1 for m in w.network if m.dst == b))
+    return (s is not None, n.disk, reps, len(n.inbox), len(n.timers))
 
 
 def canonical_key(w: World, n_brokers: int) -> Any:

@@ -103,6 +103,26 @@ def test_symmetry_reduction_keeps_verdicts_and_shortest_lengths() -> None:
     assert 3 * reduced.states < plain.states <= 6 * reduced.states
 
 
+def test_parallel_search_has_the_sequential_results() -> None:
+    """Same states, transitions, depth, verdict and trace whatever the number of processes
+    (spec.parallel)."""
+    acks = by_name("acks-1")
+    for config, bounds, invariants in (
+        (ProtocolConfig(), Bounds(brokers=2, records=2, leader_epochs=3, crashes=1), None),
+        (by_name("no-controller-epoch-check").config(),
+         by_name("no-controller-epoch-check").bounds, None),
+        (acks.config(), acks.bounds, acks.invariants),
+    ):
+        one = check(Model(config, bounds), invariants=invariants)
+        two = check(Model(config, bounds), invariants=invariants, workers=2)
+        assert (one.states, one.transitions, one.depth, one.exhausted) == (
+            two.states, two.transitions, two.depth, two.exhausted)
+        assert one.violation == two.violation
+        assert [a for a, _ in one.trace] == [a for a, _ in two.trace]
+    with pytest.raises(ValueError, match="workers"):
+        check(Model(ProtocolConfig(), Bounds(brokers=2)), workers=0)
+
+
 def test_dfs_finds_bugs_too_and_limits_stop_the_search() -> None:
     scenario = by_name("acks-1")
     r = check(Model(scenario.config(), scenario.bounds), strategy="dfs")
