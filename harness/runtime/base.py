@@ -20,6 +20,7 @@ the nemesis's completion op in the history.
 from __future__ import annotations
 
 import abc
+import contextlib
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -158,12 +159,36 @@ class Runtime(abc.ABC):
     def replica_states(self, node: str, timeout_s: float = 2.0) -> BrokerState:
         """The broker's replica states (raises when it cannot answer within `timeout_s`)."""
 
-    @abc.abstractmethod
+    def _reachable_states(self, timeout_s: float = 1.0) -> list[BrokerState]:
+        """The replica states of every node that answers (running, not paused)."""
+        out = []
+        for n in self.nodes:
+            if not self.is_running(n) or self.is_paused(n):
+                continue
+            with contextlib.suppress(Exception):
+                out.append(self.replica_states(n, timeout_s))
+        return out
+
     def leader_of(self, topic: str, partition: int) -> str | None:
         """The leader with the highest leader epoch any reachable broker reports, or None."""
+        best: tuple[int, int] | None = None
+        for st in self._reachable_states():
+            for r in st.get("replicas", ()):
+                if r.get("topic") == topic and r.get("partition") == partition:
+                    leader, epoch = r.get("leader"), r.get("leader_epoch", -1)
+                    if isinstance(leader, int) and leader >= 0 and (
+                            best is None or epoch > best[0]):
+                        best = (epoch, leader)
+        return node_name(best[1]) if best is not None else None
 
-    @abc.abstractmethod
-    def controller(self) -> str | None: ...
+    def controller(self) -> str | None:
+        """The controller with the highest controller epoch any reachable broker reports."""
+        best: tuple[int, int] | None = None
+        for st in self._reachable_states():
+            cid, epoch = st.get("controller_id"), st.get("controller_epoch", -1)
+            if isinstance(cid, int) and cid >= 0 and (best is None or epoch > best[0]):
+                best = (epoch, cid)
+        return node_name(best[1]) if best is not None else None
 
     @abc.abstractmethod
     def collect_logs(self, run_dir: Path) -> list[Path]:

@@ -61,11 +61,12 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from harness.runtime import cleanup
 from harness.runtime.base import (
     ZOOKEEPER_NODE,
+    BrokerState,
     ClusterRuntimeError,
     FaultUnsupported,
     Grudge,
@@ -736,7 +737,7 @@ class DockerRuntime(Runtime):
         running, paused = self._state(node)
         return running and paused
 
-    def replica_states(self, node: str, timeout_s: float = 2.0) -> dict[str, Any]:
+    def replica_states(self, node: str, timeout_s: float = 2.0) -> BrokerState:
         """The broker's `/replicas`. Its "pid" is the broker's PID inside the container, the
         same (1) in every incarnation; the live probe tells processes apart by it, so it is
         replaced by one unique per start of the container (the original is `container_pid`)."""
@@ -746,33 +747,15 @@ class DockerRuntime(Runtime):
             data: dict[str, Any] = json.loads(r.read())
         data["container_pid"] = data.get("pid")
         data["pid"] = self._incarnation.get(i, 0) * 1_000_000 + int(data.get("pid") or 0)
-        return data
+        return cast(BrokerState, data)
 
-    def _reachable_states(self, timeout_s: float = 1.0) -> list[dict[str, Any]]:
+    def _reachable_states(self, timeout_s: float = 1.0) -> list[BrokerState]:
+        # every node is asked: is_running/is_paused would cost a `docker inspect` each
         out = []
         for n in self.nodes:
             with contextlib.suppress(Exception):
                 out.append(self.replica_states(n, timeout_s))
         return out
-
-    def leader_of(self, topic: str, partition: int) -> str | None:
-        best: tuple[int, int] | None = None
-        for st in self._reachable_states():
-            for r in st.get("replicas", ()):
-                if r.get("topic") == topic and r.get("partition") == partition:
-                    leader, epoch = r.get("leader"), r.get("leader_epoch", -1)
-                    if isinstance(leader, int) and leader >= 0 and (
-                            best is None or epoch > best[0]):
-                        best = (epoch, leader)
-        return node_name(best[1]) if best is not None else None
-
-    def controller(self) -> str | None:
-        best: tuple[int, int] | None = None
-        for st in self._reachable_states():
-            cid, epoch = st.get("controller_id"), st.get("controller_epoch", -1)
-            if isinstance(cid, int) and cid >= 0 and (best is None or epoch > best[0]):
-                best = (epoch, cid)
-        return node_name(best[1]) if best is not None else None
 
     def wait_ready(self, timeout_s: float | None = None, every: bool = False) -> None:
         """Until every running broker (`every`: every broker) answers Metadata (through its

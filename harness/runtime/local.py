@@ -289,34 +289,6 @@ class LocalRuntime(Runtime):
     def replica_states(self, node: str, timeout_s: float = 2.0) -> BrokerState:
         return cast(BrokerState, self.cluster.replica_states(self._id(node), timeout_s))
 
-    def _reachable_states(self, timeout_s: float = 1.0) -> list[BrokerState]:
-        out = []
-        for n in self.nodes:
-            if not self.is_running(n) or self.is_paused(n):
-                continue
-            with contextlib.suppress(Exception):
-                out.append(self.replica_states(n, timeout_s))
-        return out
-
-    def leader_of(self, topic: str, partition: int) -> str | None:
-        best: tuple[int, int] | None = None
-        for st in self._reachable_states():
-            for r in st.get("replicas", ()):
-                if r.get("topic") == topic and r.get("partition") == partition:
-                    leader, epoch = r.get("leader"), r.get("leader_epoch", -1)
-                    if isinstance(leader, int) and leader >= 0 and (
-                            best is None or epoch > best[0]):
-                        best = (epoch, leader)
-        return node_name(best[1]) if best is not None else None
-
-    def controller(self) -> str | None:
-        best: tuple[int, int] | None = None
-        for st in self._reachable_states():
-            cid, epoch = st.get("controller_id"), st.get("controller_epoch", -1)
-            if isinstance(cid, int) and cid >= 0 and (best is None or epoch > best[0]):
-                best = (epoch, cid)
-        return node_name(best[1]) if best is not None else None
-
     def wait_ready(self, timeout_s: float | None = None) -> None:
         """Until every running broker answers Metadata listing every running broker."""
         self.cluster.wait_ready(self.ready_timeout_s if timeout_s is None else timeout_s)
