@@ -49,6 +49,7 @@ class ResponsePipeline:
         self._empty = asyncio.Event()
         self._empty.set()
         self.failed: BaseException | None = None
+        self._closed = False  # the connection is gone: nothing more is written
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -78,10 +79,14 @@ class ResponsePipeline:
 
     async def _drain(self) -> None:
         try:
-            while self._pending:
-                resp = await self._pending[0]
+            while self._pending and not self._closed:
+                head = self._pending[0]
+                resp = await head
+                if self._closed:
+                    return  # a handler that outlived its cancellation: nobody to answer
                 await self._write(resp)
-                self._pending.popleft()
+                if self._pending and self._pending[0] is head:
+                    self._pending.popleft()
                 self._room.set()
         except asyncio.CancelledError:
             raise
@@ -99,6 +104,7 @@ class ResponsePipeline:
         """Cancel what is pending (the connection is gone). A request that was read is still
         carried out, as in Kafka: a handler not yet started runs its synchronous part (the
         append) first; only the wait for its acknowledgement and its response are dropped."""
+        self._closed = True
         if any(not t.done() for t in self._pending):
             await asyncio.sleep(0)  # every pending task's first step runs before we resume
         tasks = [*self._pending, *([self._writer] if self._writer is not None else [])]

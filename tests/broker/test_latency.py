@@ -314,3 +314,34 @@ def test_response_pipeline_close_still_appends_what_was_read() -> None:
         return appended
 
     assert asyncio.run(run()) == [0, 1, 2]
+
+
+def test_response_pipeline_close_with_a_handler_that_outlives_cancellation() -> None:
+    """A handler that returns although cancelled (it caught the cancellation, as a handler
+    that answers every error may) must not make the writer pop a cleared queue (found by the
+    fuzz test in CI: IndexError logged as a failed produce request)."""
+    from broker.runtime.pipeline import ResponsePipeline
+
+    async def run() -> tuple[list[object], BaseException | None]:
+        written: list[object] = []
+        gate = asyncio.get_running_loop().create_future()
+
+        async def write(resp: object) -> None:
+            written.append(resp)  # no await: writes synchronously, as a None frame does
+
+        async def stubborn() -> str:
+            try:
+                await gate
+            except asyncio.CancelledError:
+                return "answered anyway"
+            return "acked"
+
+        pipe = ResponsePipeline(write, depth=5)
+        await pipe.submit(stubborn())
+        await asyncio.sleep(0)
+        await pipe.close()
+        await asyncio.sleep(0)
+        return written, pipe.failed
+
+    written, failed = asyncio.run(run())
+    assert failed is None and written == []

