@@ -116,6 +116,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
             if isinstance(size, FrameError):
                 self._end = size
                 self._pause()
+                self._wake()
                 break
             start = pos + 4
             if end - start >= size:

@@ -236,9 +236,11 @@ class Apis:
                 h = checked
                 rid = self.node.new_request_id()
                 fut = self.node.replies.expect(rid) if acks != 0 else None
+                # records: a view of the request frame (broker/wire/fast.py), not a copy;
+                # the frame's buffer is the request's own (runtime/frames.py), never reused
                 self.node.handle(ev.ProduceReceived(
                     request_id=rid, tp=tp, acks=acks, record_count=h.last_offset_delta + 1,
-                    records=bytes(records), producer_id=h.producer_id,
+                    records=records, producer_id=h.producer_id,
                     producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
                     timeout_ms=timeout_ms))
                 results.append((t.name, tp.partition, fut))
