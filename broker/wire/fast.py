@@ -115,7 +115,7 @@ class _Reader:
                 return None
             raise Malformed(f"bytes length {n}")
         p = self.need(n)
-        return memoryview(self.buf)[p:p + n]
+        return memoryview(self.buf)[p:p + n].toreadonly()  # hashable, and never written
 
     def skip_tags(self) -> None:
         if not self.flexible:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import pytest
@@ -117,7 +118,8 @@ def test_replica_fetch_request_is_kio_byte_for_byte() -> None:
     from kio.schema.fetch.v12 import request as fetch_req
     from kio.static.primitive import i8, i32, i64
 
-    from broker.runtime.peers import _ms
+    def _ms(ms: int) -> datetime.timedelta:
+        return datetime.timedelta(milliseconds=ms)
 
     parts = {("a", 0): FetchPartitionRequest(0, 3, 1234567890123, 2, 1 << 20),
              ("a", 5): FetchPartitionRequest(5, -1, 0, -1, 7),
