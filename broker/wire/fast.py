@@ -353,3 +353,50 @@ def decode_fetch_response(payload: Buf) -> tuple[int, int, tuple[FetchedTopic, .
     except (struct.error, UnicodeDecodeError) as e:
         raise Malformed(str(e)) from None
     return correlation_id, error_code, tuple(topics)
+
+
+# -- the Produce response (v3-v9) --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProducePartitionResult:
+    index: int
+    error_code: int
+    base_offset: int
+    log_start_offset: int
+
+
+def encode_produce_response(
+    version: int, correlation_id: int,
+    topics: Sequence[tuple[str, Sequence[ProducePartitionResult]]], throttle_time_ms: int,
+) -> bytes:
+    """A Produce response frame (v3-v9), byte for byte what kio writes for the same values
+    with log_append_time -1, no record errors and no error message."""
+    if not 3 <= version <= 9:
+        raise ValueError(f"Produce v{version} is not encoded here (3-9)")
+    flexible = version >= 9
+    out = [_I32.pack(correlation_id)]
+    if flexible:
+        out.append(b"\x00")
+    out.append(_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
+    for name, parts in topics:
+        if flexible:
+            out.append(_compact_string(name))
+            out.append(_uvarint(len(parts) + 1))
+        else:
+            raw = name.encode("utf-8")
+            out.append(_I16.pack(len(raw)) + raw)
+            out.append(_I32.pack(len(parts)))
+        for p in parts:
+            out.append(struct.pack(">ihqq", p.index, p.error_code, p.base_offset, -1))
+            if version >= 5:
+                out.append(_I64.pack(p.log_start_offset))
+            if version >= 8:  # record_errors empty, error_message null
+                out.append(b"\x01\x00\x00" if flexible else b"\x00\x00\x00\x00\xff\xff")
+        if flexible:
+            out.append(b"\x00")
+    out.append(_I32.pack(throttle_time_ms))
+    if flexible:
+        out.append(b"\x00")
+    body = b"".join(out)
+    return _I32.pack(len(body)) + body

@@ -177,3 +177,19 @@ def test_fetch_response_decode_equals_kio(tmp_path: Any) -> None:
                 if sp.diverging_epoch is not None else -1
             assert fp.diverging_end_offset == expected
     assert bytes(topics[0].partitions[0].records) == batch  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("version", range(3, 10))
+def test_produce_response_is_kio_byte_for_byte(version: int) -> None:
+    from broker.wire import encode_response, response_class
+    from broker.wire.fast import ProducePartitionResult, encode_produce_response
+
+    topics = [("t", [ProducePartitionResult(0, 0, 123456789012, 5),
+                     ProducePartitionResult(7, 6, -1, -1)]), ("ü-topic", [])]
+    data = {"responses": [{"name": t, "partition_responses": [
+        {"index": p.index, "error_code": p.error_code, "base_offset": p.base_offset,
+         "log_append_time": -1, "log_start_offset": p.log_start_offset, "record_errors": [],
+         "error_message": None} for p in ps]} for t, ps in topics],
+        "throttle_time": 250}
+    expected = encode_response(-3, build(response_class(0, version), data))
+    assert encode_produce_response(version, -3, topics, 250) == expected
