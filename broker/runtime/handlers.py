@@ -402,8 +402,34 @@ class Apis:
             left = deadline - loop.time()
             if size >= max(1, int(body.min_bytes)) or errors or left <= 0:
                 break
-            await self.node.wait_for_change([tp for tp, _ in wanted], left)
+            await self._hold_replica_fetch(wanted, deadline)
         return Response(self._fetch_frame(req, parts, 0))
+
+    async def _hold_replica_fetch(self, wanted: list[tuple[TopicPartition, Any]],
+                                  deadline: float) -> None:
+        """Kafka's DelayedFetch for a follower: until a partition has data past the fetch
+        offset (or its log was truncated below it, or this broker no longer leads it at the
+        same epoch), or the deadline. A change of the high watermark alone does not complete
+        it (as in Kafka: the follower learns the HW with its next data, or when the wait
+        expires); asking the core again for it was a wasted step per acks=all produce."""
+        loop = asyncio.get_running_loop()
+        tps = [tp for tp, _ in wanted]
+        epochs = {}
+        for tp in tps:
+            r = self.node.replica(tp)
+            epochs[tp] = (r.role, r.leader_epoch) if r is not None else None
+        while True:
+            left = deadline - loop.time()
+            if left <= 0:
+                return
+            await self.node.wait_for_change(tps, left)
+            for tp, p in wanted:
+                r = self.node.replica(tp)
+                if r is None or (r.role, r.leader_epoch) != epochs[tp]:
+                    return
+                lg = self.node.logs.get_log(tp.topic, tp.partition)
+                if lg is None or lg.log_end_offset != int(p.fetch_offset):
+                    return
 
     def _ask(self, src: int, msg: Any, kind: str) -> Any:
         fut = self.node.responses.expect((src, kind, msg.tp))
