@@ -110,7 +110,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
     def _split(self) -> None:
         """Deliver every complete frame in the scratch buffer; start a large one's own buffer."""
         buf, end, pos = self._scratch, self._len, 0
-        while end - pos >= 4 and self._end is None:
+        while end - pos >= 4 and self._end is None and not self._full():
             size = check_frame_size(bytes(buf[pos:pos + 4]), self.max_frame_bytes,
                                     self.min_frame_bytes)
             if isinstance(size, FrameError):
@@ -136,11 +136,14 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 buf[:rest] = buf[pos:end]
             self._len = rest
 
+    def _full(self) -> bool:
+        return len(self._frames) >= FRAMES_QUEUED_MAX or self._queued_bytes >= BYTES_QUEUED_MAX
+
     def _deliver(self, frame: Frame) -> None:
         self._frames.append(frame)
         self._queued_bytes += len(frame)
-        if len(self._frames) >= FRAMES_QUEUED_MAX or self._queued_bytes >= BYTES_QUEUED_MAX:
-            self._pause()
+        if self._full():
+            self._pause()  # the rest of what was read stays in the scratch buffer
         self._wake()
 
     def _pause(self) -> None:
@@ -178,11 +181,13 @@ class FrameProtocol(asyncio.BufferedProtocol):
                     timer.cancel()
         frame = self._frames.popleft()
         self._queued_bytes -= len(frame)
-        if self._paused_reading and self._end is None and len(self._frames) < FRAMES_QUEUED_MAX \
-                and self._queued_bytes < BYTES_QUEUED_MAX:
-            self._paused_reading = False
-            if self.transport is not None and not self.transport.is_closing():
-                self.transport.resume_reading()
+        if self._paused_reading and self._end is None and not self._full():
+            if self._frame is None:
+                self._split()  # frames read before the pause, still in the scratch buffer
+            if self._end is None and not self._full():
+                self._paused_reading = False
+                if self.transport is not None and not self.transport.is_closing():
+                    self.transport.resume_reading()
         return frame
 
     # -- bytes out (the StreamWriter calls the broker uses) -----------------------------------
