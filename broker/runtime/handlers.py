@@ -265,10 +265,16 @@ class Apis:
 
     async def _await_reply(self, fut: asyncio.Future[Any], timeout_ms: int) -> Any:
         # The core's produce timeout answers first; this bound only covers a halted broker.
+        # One timer on the future itself (asyncio.wait_for added a waiter future and two
+        # callbacks to every acks=all produce).
+        if fut.done():
+            return fut.result()
+        timer = asyncio.get_running_loop().call_later(
+            timeout_ms / 1000.0 + 5.0, _produce_timed_out, fut)
         try:
-            return await asyncio.wait_for(fut, timeout_ms / 1000.0 + 5.0)
-        except TimeoutError:
-            return fx.ProduceReply(-1, TopicPartition("", -1), Errors.REQUEST_TIMED_OUT, -1)
+            return await fut
+        finally:
+            timer.cancel()
 
     def _check_batch(self, tp: TopicPartition, records: bytes | None) -> Any:
         """The produced records as Kafka validates them before the append: one v2 batch
@@ -643,6 +649,11 @@ class Apis:
                     code, pid, epoch = COORDINATOR_NOT_AVAILABLE, -1, -1
         return self._encode(req, {"throttle_time": _ms(0), "error_code": _code(code),
                                   "producer_id": pid, "producer_epoch": epoch})
+
+
+def _produce_timed_out(fut: asyncio.Future[Any]) -> None:
+    if not fut.done():
+        fut.set_result(fx.ProduceReply(-1, TopicPartition("", -1), Errors.REQUEST_TIMED_OUT, -1))
 
 
 def leader_of(node: Any, tp: TopicPartition) -> int:

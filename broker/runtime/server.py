@@ -5,9 +5,11 @@
     await broker.serve_until(stop_event)
     await broker.stop()
 
-One task per client connection reads a frame, handles it to the end, writes the response, and
-only then reads the next frame (Kafka's per-connection ordering; clients use a separate
-connection for their group coordinator, so a long-polling Fetch never delays a heartbeat).
+One task per client connection takes a frame (read by `frames.FrameProtocol`: no
+StreamReader copies, a large frame received straight into a buffer of its own), handles it to
+the end, writes the response, and only then takes the next frame (Kafka's per-connection
+ordering; clients use a separate connection for their group coordinator, so a long-polling
+Fetch never delays a heartbeat).
 A throttled connection is muted for the throttle time after its response (KIP-219).
 Malformed input closes the connection with a log line; it never stops the broker.
 """
