@@ -20,11 +20,13 @@ from broker.config import BrokerConfig, ConfigError
 from broker.runtime.server import Broker
 from broker.runtime.zk import BrokerIdInUse, ZkUnavailable
 from broker.store.errors import StoreError
+from broker.store.meta import MetaPropertiesError
 
 log = logging.getLogger("hiwater.broker")
 
 EXIT_CONFIG = 2
 EXIT_ZOOKEEPER = 3
+EXIT_BAD_INPUT = 3  # hiwater's code for bad input (as ZooKeeper out of reach)
 EXIT_FATAL = 4
 EXIT_STORAGE = 5
 ADMIN_REQUEST_MAX = 8192
@@ -81,6 +83,13 @@ async def run(config: BrokerConfig) -> int:
         log.error("cannot reach ZooKeeper: %s", e)
         await broker.stop(controlled=False)
         return EXIT_ZOOKEEPER
+    except MetaPropertiesError as e:
+        # a log dir of another broker or cluster: bad input, one line (Kafka's
+        # InconsistentBrokerIdException / InconsistentClusterIdException)
+        print(f"hiwater broker: {e}", file=sys.stderr, flush=True)
+        with contextlib.suppress(Exception):
+            await broker.stop(controlled=False)
+        return EXIT_BAD_INPUT
     except BrokerIdInUse as e:
         log.error("%s", e)
         await broker.stop(controlled=False)

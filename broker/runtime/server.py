@@ -27,6 +27,7 @@ import time
 import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from broker.config import BrokerConfig, topic_replication_config
@@ -37,7 +38,9 @@ from broker.runtime.peers import Endpoint, Peers
 from broker.runtime.pipeline import ResponsePipeline
 from broker.runtime.zk import ZkAdapter
 from broker.runtime.zkdriver import ZkDriver
+from broker.store.fs import RealFS
 from broker.store.manager import LogManager
+from broker.store.meta import check_and_write, check_broker_id
 from broker.wire import (
     Close,
     FileRegion,
@@ -143,6 +146,8 @@ class Broker:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         cfg = self.config
+        # a dir of another broker refuses before any of its logs is loaded (meta.properties)
+        check_broker_id(RealFS(), [Path(d) for d in cfg.log_dirs], self.broker_id)
         self.logs = LogManager(
             [str(d) for d in cfg.log_dirs], cfg.log_config(), now_ms=int(time.time() * 1000))
         for topic in {t for t, _ in self.logs.logs}:
@@ -174,6 +179,8 @@ class Broker:
         await loop.run_in_executor(None, self.zk.start)
         self.zkd.start()
         self.cluster_id = await self.zkd.call(self.zk.cluster_id)
+        # before the broker registers: a dir of another cluster refuses the start
+        check_and_write(self.logs.fs, self.logs.log_dirs, self.broker_id, self.cluster_id)
         self.peers = Peers(
             self.node, self._lookup, self.host, max_wait_ms=cfg.replica_fetch_wait_max_ms,
             min_bytes=cfg.replica_fetch_min_bytes, max_bytes=cfg.replica_fetch_response_max_bytes,
