@@ -9,12 +9,16 @@ and sent to a running broker, which must stay live and keep every acknowledged r
 - `corpus(frames)`: the recorded frames minus the requests whose *valid* form would legitimately
   change what the liveness check reads (deleting topics or records, creating or reshaping
   topics, altering configs) and minus the inter-broker APIs (4-7).
-- `mutate(rng, frame)`: bit flips, byte sets, inserts, deletes, truncation, huge length and
-  count words, unknown API versions and keys, and lies in the 4-byte size prefix.
-- `fuzz(host, port, corpus, frames, seconds)`: asyncio connections, each a burst of mutated
-  frames, then EOF; reads what the broker answers until it closes (bounded time). Returns
-  counts and the rate. Every loop is bounded in frames and seconds; traffic goes to the
-  given loopback address only.
+- `mutate(rng, frame, gentle)`: gentle (a few bit flips or byte sets in the body: the request
+  usually still decodes and reaches its handler), or harsh: bit flips, byte sets, inserts,
+  deletes, truncation, huge length and count words, unknown API versions and keys, and lies
+  in the 4-byte size prefix.
+- `fuzz(host, port, corpus, frames, seconds)`: asyncio connections, each 1-32 mutated frames
+  (all gentle or all harsh) sent one at a time as a client does, each after the broker's
+  answer to the one before (or a second of silence), until the broker closes the connection;
+  a frame counts as sent once written to an open connection. Returns counts and the rate.
+  Every loop is bounded in frames and seconds; traffic goes to the given loopback address
+  only.
 
 Case k of a run is reproducible from `random.Random(seed * 1_000_003 + k)` and the corpus.
 """
@@ -251,9 +255,31 @@ def corpus(frames: Iterable[bytes]) -> list[bytes]:
 # mutation
 
 
-def mutate(rng: random.Random, frame: bytes) -> bytes:
-    """One to six mutations of a framed request; the size prefix then tells the truth or,
-    now and then, lies."""
+def _body_start(data: bytes | bytearray) -> int:
+    """Where the request body starts: after api key, version, correlation id, client id."""
+    if len(data) < 10:
+        return len(data)
+    (n,) = struct.unpack_from(">h", data, 8)
+    return min(len(data), 10 + max(0, n))
+
+
+def mutate(rng: random.Random, frame: bytes, gentle: bool | None = None) -> bytes:
+    """`gentle` (by default half the time): one to three bit flips or byte sets in the body,
+    the header and size prefix kept, so the request usually decodes and reaches its handler);
+    else one to six of every kind, and the size prefix then tells the truth or, now and
+    then, lies."""
+    if gentle if gentle is not None else rng.random() < 0.5:
+        data = bytearray(frame[4:])
+        start = _body_start(data)
+        for _ in range(rng.randint(1, 3)):
+            if start >= len(data):
+                break
+            i = rng.randrange(start, len(data))
+            if rng.random() < 0.7:
+                data[i] ^= 1 << rng.randrange(8)
+            else:
+                data[i] = rng.choice((0, 0x7F, 0x80, 0xFF, rng.randrange(256)))
+        return struct.pack(">i", len(data)) + bytes(data)
     data = bytearray(frame[4:])
     for _ in range(rng.choice((1, 1, 1, 2, 3, 6))):
         if not data:
@@ -317,48 +343,52 @@ class FuzzResult:
                 "frames_per_s": round(self.frames_per_s, 1)}
 
 
-def _count_responses(data: bytes) -> int:
-    n, at = 0, 0
-    while at + 4 <= len(data):
-        (size,) = struct.unpack_from(">i", data, at)
-        if size < 0 or at + 4 + size > len(data):
-            break
-        n, at = n + 1, at + 4 + size
-    return n
+async def _read_frame(reader: asyncio.StreamReader, timeout_s: float) -> bytes | None:
+    """One response frame; None when the broker closed the connection."""
+    try:
+        head = await asyncio.wait_for(reader.readexactly(4), timeout_s)
+        (size,) = struct.unpack(">i", head)
+        if not 0 <= size <= 1 << 26:
+            raise ValueError(f"response size {size}")
+        return await asyncio.wait_for(reader.readexactly(size), timeout_s)
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return None
 
 
-async def _one_connection(host: str, port: int, payload: bytes, reset: bool,
-                          read_s: float) -> tuple[str, int]:
+async def _one_connection(host: str, port: int, frames: list[bytes], reset: bool,
+                          read_s: float, result: FuzzResult) -> str:
+    """Send `frames` one at a time, as a client does, each after the broker answered the one
+    before (or kept silent for `read_s`: acks=0, a length that promises more bytes); stop at
+    the first close. A frame is counted once it is written, so every counted frame reached
+    the broker while the connection was open. `reset`: the last frame ends in an RST."""
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 5.0)
     except (OSError, TimeoutError):
-        return "refused", 0
-    got = b""
+        return "refused"
+    outcome = "answered"
     try:
-        writer.write(payload)
-        if reset:
-            sock = writer.get_extra_info("socket")
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            writer.transport.abort()
-            return "reset", 0
-        await writer.drain()
-        if writer.can_write_eof():
-            writer.write_eof()
-        end = asyncio.get_running_loop().time() + read_s
-        while len(got) < 1 << 22:
-            left = end - asyncio.get_running_loop().time()
-            if left <= 0:
-                return "held", _count_responses(got)
-            chunk = await asyncio.wait_for(reader.read(1 << 16), left)
-            if not chunk:
-                break
-            got += chunk
-        return ("answered" if got else "closed"), _count_responses(got)
+        for n, frame in enumerate(frames):
+            writer.write(frame)
+            await writer.drain()
+            result.frames += 1
+            result.bytes_sent += len(frame)
+            if reset and n == len(frames) - 1:
+                sock = writer.get_extra_info("socket")
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                    struct.pack("ii", 1, 0))
+                return "reset"
+            try:
+                answer = await _read_frame(reader, read_s)
+            except TimeoutError:
+                outcome = "silent"
+                continue
+            if answer is None:
+                return "closed"
+            result.responses += 1
+        return outcome
     except (ConnectionError, OSError):
-        return "closed", _count_responses(got)
-    except TimeoutError:
-        return "held", _count_responses(got)
+        return "closed"
     finally:
         writer.transport.abort()
 
@@ -369,24 +399,25 @@ async def _fuzz(host: str, port: int, seeds: list[bytes], frames: int, seconds: 
     result = FuzzResult()
     start = time.monotonic()
     next_case = 0
-    sent = 0
+    planned = 0
     last_report = start
 
     async def worker() -> None:
-        nonlocal next_case, sent, last_report
-        while sent < frames and time.monotonic() - start < seconds:
+        nonlocal next_case, planned, last_report
+        # planned: frames of connections in flight; result.frames: frames written
+        while result.frames + planned < frames and time.monotonic() - start < seconds:
             case = next_case
             next_case += 1
             rng = random.Random(seed * 1_000_003 + case)
-            n = min(rng.randint(1, burst), frames - sent)
-            sent += n
-            payload = b"".join(mutate(rng, rng.choice(seeds)) for _ in range(n))
-            outcome, answers = await _one_connection(host, port, payload,
-                                                     rng.random() < 0.05, read_s)
-            result.frames += n
+            n = min(rng.randint(1, burst), frames - result.frames - planned)
+            planned += n
+            # a connection is all gentle (deep: most frames reach a handler) or all harsh
+            gentle = rng.random() < 0.5
+            batch = [mutate(rng, rng.choice(seeds), gentle) for _ in range(n)]
+            outcome = await _one_connection(host, port, batch, rng.random() < 0.05, read_s,
+                                            result)
+            planned -= n  # the frames not written (after a close) are planned again
             result.connections += 1
-            result.bytes_sent += len(payload)
-            result.responses += answers
             result.outcomes[outcome] = result.outcomes.get(outcome, 0) + 1
             now = time.monotonic()
             if progress is not None and now - last_report >= 10:
@@ -399,7 +430,7 @@ async def _fuzz(host: str, port: int, seeds: list[bytes], frames: int, seconds: 
 
 
 def fuzz(host: str, port: int, seeds: list[bytes], *, frames: int, seconds: float,
-         seed: int = 16, burst: int = 32, concurrency: int = 16, read_s: float = 2.0,
+         seed: int = 16, burst: int = 32, concurrency: int = 16, read_s: float = 1.0,
          progress: Any = None) -> FuzzResult:
     """Send up to `frames` mutated frames within `seconds` to host:port (loopback only)."""
     _loopback(host)
