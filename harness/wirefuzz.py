@@ -333,12 +333,18 @@ class FuzzResult:
     seconds: float = 0.0
 
     @property
+    def read_at_least(self) -> int:
+        """Frames the broker surely read: each answer, and the frame each close is for."""
+        return self.responses + self.outcomes.get("closed", 0)
+
+    @property
     def frames_per_s(self) -> float:
         return self.frames / self.seconds if self.seconds > 0 else 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {"frames": self.frames, "connections": self.connections,
                 "bytes_sent": self.bytes_sent, "responses": self.responses,
+                "read_at_least": self.read_at_least,
                 "outcomes": dict(self.outcomes), "seconds": round(self.seconds, 2),
                 "frames_per_s": round(self.frames_per_s, 1)}
 
@@ -393,9 +399,49 @@ async def _one_connection(host: str, port: int, frames: list[bytes], reset: bool
         writer.transport.abort()
 
 
+async def _one_connection_pipelined(host: str, port: int, frames: list[bytes], reset: bool,
+                                    read_s: float, result: FuzzResult) -> str:
+    """Write every frame at once, then EOF (or an RST), and read the answers until the broker
+    closes (bounded by `read_s`). The broker reads frames in order and closes the connection
+    at the first it cannot decode: the frames after that one were sent but never read."""
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 5.0)
+    except (OSError, TimeoutError):
+        return "refused"
+    payload = b"".join(frames)
+    try:
+        writer.write(payload)
+        await writer.drain()
+        result.frames += len(frames)
+        result.bytes_sent += len(payload)
+        if reset:
+            sock = writer.get_extra_info("socket")
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            return "reset"
+        if writer.can_write_eof():
+            writer.write_eof()
+        end = asyncio.get_running_loop().time() + read_s
+        while True:
+            left = end - asyncio.get_running_loop().time()
+            if left <= 0:
+                return "silent"
+            try:
+                answer = await _read_frame(reader, left)
+            except TimeoutError:
+                return "silent"
+            if answer is None:
+                return "closed"
+            result.responses += 1
+    except (ConnectionError, OSError):
+        return "closed"
+    finally:
+        writer.transport.abort()
+
+
 async def _fuzz(host: str, port: int, seeds: list[bytes], frames: int, seconds: float,
                 seed: int, burst: int, concurrency: int, read_s: float,
-                progress: Any) -> FuzzResult:
+                progress: Any, pipeline: bool) -> FuzzResult:
     result = FuzzResult()
     start = time.monotonic()
     next_case = 0
@@ -414,8 +460,8 @@ async def _fuzz(host: str, port: int, seeds: list[bytes], frames: int, seconds: 
             # a connection is all gentle (deep: most frames reach a handler) or all harsh
             gentle = rng.random() < 0.5
             batch = [mutate(rng, rng.choice(seeds), gentle) for _ in range(n)]
-            outcome = await _one_connection(host, port, batch, rng.random() < 0.05, read_s,
-                                            result)
+            send = _one_connection_pipelined if pipeline else _one_connection
+            outcome = await send(host, port, batch, rng.random() < 0.05, read_s, result)
             planned -= n  # the frames not written (after a close) are planned again
             result.connections += 1
             result.outcomes[outcome] = result.outcomes.get(outcome, 0) + 1
@@ -431,13 +477,15 @@ async def _fuzz(host: str, port: int, seeds: list[bytes], frames: int, seconds: 
 
 def fuzz(host: str, port: int, seeds: list[bytes], *, frames: int, seconds: float,
          seed: int = 16, burst: int = 32, concurrency: int = 16, read_s: float = 1.0,
-         progress: Any = None) -> FuzzResult:
-    """Send up to `frames` mutated frames within `seconds` to host:port (loopback only)."""
+         progress: Any = None, pipeline: bool = False) -> FuzzResult:
+    """Send up to `frames` mutated frames within `seconds` to host:port (loopback only):
+    one at a time, each after the answer to the one before, or (`pipeline`) each
+    connection's frames at once."""
     _loopback(host)
     if not seeds:
         raise ValueError("an empty corpus: nothing was recorded")
     return asyncio.run(_fuzz(host, port, seeds, frames, seconds, seed, burst, concurrency,
-                             read_s, progress))
+                             read_s, progress, pipeline))
 
 
 # ---------------------------------------------------------------------------------------
@@ -525,7 +573,8 @@ def _create_topic(bootstrap: str) -> None:
 
 
 def live_session(base_dir: Any, *, frames: int, seconds: float, seed: int = 16,
-                 concurrency: int = 16, progress: Any = None) -> SessionReport:
+                 concurrency: int = 16, progress: Any = None,
+                 pipeline: bool = False) -> SessionReport:
     """Start ZooKeeper and one broker under `base_dir`, record real clients through a proxy,
     write BEFORE_RECORDS acknowledged records, fuzz, then check the broker: same process,
     Metadata answered within 5 s throughout (probed every 2 s), every acknowledged record
@@ -574,7 +623,8 @@ def live_session(base_dir: Any, *, frames: int, seconds: float, seed: int = 16,
         prober.start()
         try:
             result = fuzz(node.host, node.port, seeds, frames=frames, seconds=seconds,
-                          seed=seed, concurrency=concurrency, progress=progress)
+                          seed=seed, concurrency=concurrency, progress=progress,
+                          pipeline=pipeline)
         finally:
             stop.set()
             prober.join(10)

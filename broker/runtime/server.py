@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import functools
 import json
 import logging
@@ -63,6 +64,11 @@ from core.node import partition_config, topic_config
 from core.types import NO_BROKER_EPOCH, NO_LEADER, Role, TopicPartition
 
 log = logging.getLogger(__name__)
+
+
+class ListenerUnavailable(Exception):
+    """The listener address cannot be bound (in use, not an address of this host): bad
+    input, one line."""
 
 
 class TopicConfigUnavailable(ConnectionAbortedError):
@@ -160,9 +166,16 @@ class Broker:
         self.node.on_failure = self._on_fatal
         self.node.on_replica_changed = self._on_replica_changed
         self.node.on_partition_deleted = self._on_partition_deleted
-        self._server = await asyncio.start_server(
-            self._on_connection, self.host, self.port, reuse_address=True,
-            limit=2 ** 16)
+        try:
+            self._server = await asyncio.start_server(
+                self._on_connection, self.host, self.port, reuse_address=True,
+                limit=2 ** 16)
+        except OSError as e:
+            raise ListenerUnavailable(
+                f"listeners: cannot listen on {self.host}:{self.port}: "
+                f"{os.strerror(e.errno) if e.errno else e}" + (": another process holds the port; stop it or choose "
+                                         "another port in listeners"
+                                         if e.errno == errno.EADDRINUSE else "")) from None
         sock = self._server.sockets[0]
         if self.port == 0:
             self.port = sock.getsockname()[1]
