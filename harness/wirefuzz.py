@@ -239,7 +239,10 @@ def _kcat(bootstrap: str, topic: str, timeout_s: float) -> None:
 
 
 def api_key_of(frame: bytes) -> int:
-    return int(struct.unpack_from(">h", frame, 4)[0]) if len(frame) >= 6 else -1
+    if len(frame) < 6:
+        return -1
+    (key,) = struct.unpack_from(">h", frame, 4)
+    return int(key)
 
 
 def corpus(frames: Iterable[bytes]) -> list[bytes]:
@@ -260,7 +263,7 @@ def _body_start(data: bytes | bytearray) -> int:
     if len(data) < 10:
         return len(data)
     (n,) = struct.unpack_from(">h", data, 8)
-    return min(len(data), 10 + max(0, n))
+    return min(len(data), 10 + max(0, int(n)))
 
 
 def mutate(rng: random.Random, frame: bytes, gentle: bool | None = None) -> bytes:
@@ -557,7 +560,7 @@ def _read_all(bootstrap: str, want: int, timeout_s: float = 60.0) -> list[bytes]
         while seen < max(high, want) and time.monotonic() < deadline:
             m = c.poll(0.5)
             if m is not None and m.error() is None:
-                seen = m.offset() + 1
+                seen = int(m.offset() or 0) + 1
                 got.append(m.value() or b"")
     finally:
         c.close()
@@ -565,7 +568,7 @@ def _read_all(bootstrap: str, want: int, timeout_s: float = 60.0) -> list[bytes]
 
 
 def _create_topic(bootstrap: str) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     a = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
     for f in a.create_topics([NewTopic(TOPIC, 1, 1)], operation_timeout=20).values():
@@ -608,9 +611,9 @@ def live_session(base_dir: Any, *, frames: int, seconds: float, seed: int = 16,
         probes, failures, slowest = 0, [], 0.0
         stop = threading.Event()
 
-        def probe() -> None:
+        def probe() -> None:  # at once, then every 2 s until the fuzz ends
             nonlocal probes, slowest
-            while not stop.wait(2.0):
+            while not stop.is_set():
                 t0 = time.monotonic()
                 try:
                     probe_metadata(node.host, node.port, 5.0)
@@ -618,6 +621,7 @@ def live_session(base_dir: Any, *, frames: int, seconds: float, seed: int = 16,
                     failures.append(f"{time.monotonic() - t0:.1f}s: {e}")
                 probes += 1
                 slowest = max(slowest, time.monotonic() - t0)
+                stop.wait(2.0)
 
         prober = threading.Thread(target=probe, daemon=True)
         prober.start()
@@ -651,7 +655,8 @@ def live_session(base_dir: Any, *, frames: int, seconds: float, seed: int = 16,
 
 
 def _find_all(text: str, needle: str) -> list[int]:
-    out, at = [], text.find(needle)
+    out: list[int] = []
+    at = text.find(needle)
     while at >= 0 and len(out) < 100:
         out.append(at)
         at = text.find(needle, at + 1)
