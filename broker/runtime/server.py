@@ -171,11 +171,11 @@ class Broker:
                 self._on_connection, self.host, self.port, reuse_address=True,
                 limit=2 ** 16)
         except OSError as e:
+            why = os.strerror(e.errno) if e.errno else str(e)
+            if e.errno == errno.EADDRINUSE:
+                why += ": another process holds the port; stop it or choose another port"
             raise ListenerUnavailable(
-                f"listeners: cannot listen on {self.host}:{self.port}: "
-                f"{os.strerror(e.errno) if e.errno else e}" + (": another process holds the port; stop it or choose "
-                                         "another port in listeners"
-                                         if e.errno == errno.EADDRINUSE else "")) from None
+                f"listeners: cannot listen on {self.host}:{self.port}: {why}") from None
         sock = self._server.sockets[0]
         if self.port == 0:
             self.port = sock.getsockname()[1]
