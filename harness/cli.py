@@ -17,6 +17,7 @@ import typer
 app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
+    pretty_exceptions_enable=False,  # an unexpected error is one line unless --debug
     help="""hiwater: a Kafka-style replicated log, formally checked, attacked
     Jepsen-style.
 
@@ -121,7 +122,7 @@ def spec_check(
         try:
             scenario = by_name(bug)
         except KeyError as e:
-            typer.echo(str(e.args[0]), err=True)
+            typer.echo(f"hiwater spec check: {e.args[0]}", err=True)
             raise typer.Exit(3) from None
         config, bounds = scenario.config(), scenario.bounds
         invariants = scenario.invariants
@@ -132,6 +133,10 @@ def spec_check(
     if invariant:
         invariants = tuple(invariant)
     strategy = strategy or "bfs"
+    if strategy not in ("bfs", "dfs"):
+        typer.echo(f"hiwater spec check: --strategy must be bfs or dfs; got {strategy!r}",
+                   err=True)
+        raise typer.Exit(3)
     overrides: dict[str, Any] = {k: v for k, v in dict(
         brokers=brokers, records=records, leader_epochs=leader_epochs,
         controller_epochs=controller_epochs, crashes=crashes, lossy_crashes=lossy_crashes,
@@ -142,12 +147,12 @@ def spec_check(
     try:
         bounds = dataclasses.replace(bounds, **overrides)
     except ValueError as e:
-        typer.echo(f"bad bounds: {e}", err=True)
+        typer.echo(f"hiwater spec check: bad bounds: {e}", err=True)
         raise typer.Exit(3) from None
     if workers is None:
         workers = os.cpu_count() or 1
     if workers < 1:
-        typer.echo("--workers must be at least 1", err=True)
+        typer.echo("hiwater spec check: --workers must be at least 1", err=True)
         raise typer.Exit(3)
     what = f"bug {bug}" if bug else "the fixed protocol"
     model = Model(config, bounds)
@@ -168,7 +173,7 @@ def spec_check(
                        max_states=max_states, time_limit_s=time_limit, progress=progress,
                        invariants=invariants, workers=workers)
     except ValueError as e:
-        typer.echo(str(e), err=True)
+        typer.echo(f"hiwater spec check: {e}", err=True)
         raise typer.Exit(3) from None
     typer.echo(f"{result.states:,} distinct states, {result.transitions:,} transitions, "
                f"depth {result.depth}, {result.seconds:.1f} s "
@@ -200,7 +205,7 @@ def spec_replay(trace_file: Path) -> None:
     try:
         config, bounds, actions, expected = load(trace_file)
     except (OSError, ValueError, TypeError, KeyError) as e:
-        typer.echo(f"cannot read trace {trace_file}: {e}", err=True)
+        typer.echo(f"hiwater spec replay: cannot read trace {trace_file}: {e}", err=True)
         raise typer.Exit(3) from None
     trace = replay(Model(config, bounds), actions)
     violation = None
@@ -246,6 +251,13 @@ def dump_log(
     FILE is a .log, .index or .timeindex file of a partition directory."""
     from broker.store.dump import dump_log as dump
 
+    if not file.is_file():
+        typer.echo(f"hiwater dump-log: no file {file}", err=True)
+        raise typer.Exit(3)
+    if not file.name.endswith((".log", ".index", ".timeindex")):
+        typer.echo(f"hiwater dump-log: {file.name}: expected a .log, .index or .timeindex "
+                   "file", err=True)
+        raise typer.Exit(3)
     raise typer.Exit(dump(file, deep_iteration, sys.stdout))
 
 
@@ -270,7 +282,7 @@ def check_history(
         results = check_command(history, time_limit_s=time_limit, model=model, out=out,
                                 report=report)
     except (OSError, ValueError) as e:
-        typer.echo(f"cannot check {history}: {e}", err=True)
+        typer.echo(f"hiwater check: cannot check {history}: {e}", err=True)
         raise typer.Exit(3) from None
     typer.echo(json.dumps(results, indent=2, default=str))
     valid = results.get("valid?")
@@ -286,6 +298,13 @@ def analyze_cmd(
     """Analyse many runs on Spark: Parquet tables, checks, aggregates, one HTML page."""
     from harness.analysis import main as analyze_main
 
+    for store in stores:  # before Spark starts (it takes seconds)
+        if not store.is_dir():
+            typer.echo(f"hiwater analyze: no store directory {store}", err=True)
+            raise typer.Exit(3)
+    if out.exists() and not out.is_dir():
+        typer.echo(f"hiwater analyze: --out {out} exists and is not a directory", err=True)
+        raise typer.Exit(3)
     raise typer.Exit(analyze_main(stores, out, master))
 
 
@@ -294,8 +313,14 @@ def toxiproxy(
     listen: Annotated[str, typer.Option(help="host:port of the HTTP API")] = "127.0.0.1:8474",
 ) -> None:
     """Run the Toxiproxy-API-compatible proxy server."""
+    from harness.preflight import check_listen_address
     from nemesis.toxiproxy.__main__ import main as toxi_main
 
+    try:
+        check_listen_address(listen, "--listen")
+    except ValueError as e:
+        typer.echo(f"hiwater toxiproxy: {e}", err=True)
+        raise typer.Exit(3) from None
     raise typer.Exit(toxi_main(["--listen", listen]))
 
 
@@ -499,14 +524,17 @@ def broker_cmd(
 ) -> None:
     """Run one broker until SIGTERM/SIGINT.
 
-    Exit 2: bad configuration; 3: ZooKeeper unreachable."""
+    Exit 3: bad input (configuration, listener port in use, ZooKeeper
+    unreachable, a log dir of another broker or cluster); 4: a fatal
+    error; 5: a log dir it cannot use."""
+    from broker.runtime.main import EXIT_BAD_INPUT
     from broker.runtime.main import main as broker_main
 
     pairs: dict[str, str] = {}
     for item in override or []:
         if "=" not in item:
-            typer.echo(f"--override needs key=value, got {item!r}", err=True)
-            raise typer.Exit(2)
+            typer.echo(f"hiwater broker: --override needs key=value, got {item!r}", err=True)
+            raise typer.Exit(EXIT_BAD_INPUT)
         k, v = item.split("=", 1)
         pairs[k.strip()] = v.strip()
     raise typer.Exit(broker_main(str(config), pairs))
@@ -551,28 +579,31 @@ def cluster_up(
     leaves it running (hiwater cluster down stops it)."""
     from broker.runtime.cluster import STATE_FILE, ClusterError, LocalCluster
     from broker.runtime.zkserver import ZooKeeperError
-    from harness.preflight import MAX_BROKERS, check_zookeeper
+    from harness.preflight import MAX_BROKERS, check_local_overrides, check_zookeeper
 
-    if (directory / STATE_FILE).exists():
-        typer.echo(f"a cluster is already recorded in {directory}: run `hiwater cluster down "
-                   f"--dir {directory}` first", err=True)
-        raise typer.Exit(1)
     try:
+        if (directory / STATE_FILE).exists():
+            raise ValueError(f"a cluster is already recorded in {directory}: run `hiwater "
+                             f"cluster down --dir {directory}` first")
+        if directory.exists() and not directory.is_dir():
+            raise ValueError(f"--dir {directory} exists and is not a directory")
         if not 1 <= brokers <= MAX_BROKERS:
             raise ValueError(f"--brokers must be 1..{MAX_BROKERS}; got {brokers}")
         bad = [item for item in override or [] if "=" not in item]
         if bad:
             raise ValueError(f"--override needs key=value; got {bad[0]!r}")
+        check_local_overrides(dict(item.split("=", 1) for item in override or []))
         check_zookeeper()
     except ValueError as e:
         typer.echo(f"hiwater cluster up: {e}", err=True)
-        raise typer.Exit(1) from None
+        raise typer.Exit(EXIT_BAD_INPUT) from None
     pairs = dict(item.split("=", 1) for item in override or [])
     cluster = LocalCluster(directory, brokers, pairs)
     try:
         cluster.start()
     except (ClusterError, ZooKeeperError) as e:
-        typer.echo(f"cluster did not start: {e}", err=True)
+        # one line: what failed first (the broker's own line, not its whole log tail)
+        typer.echo(f"hiwater cluster up: did not start: {_first_line(e)}", err=True)
         raise typer.Exit(1) from None
     cluster.save_state()
     typer.echo(cluster.bootstrap)
@@ -593,17 +624,24 @@ def cluster_down(
         raise typer.Exit(1) from None
 
 
+def _first_line(e: BaseException) -> str:
+    lines = [ln for ln in str(e).splitlines() if ln.strip()]
+    said = [ln for ln in lines if ln.startswith("hiwater ")]  # a broker's own one line
+    return (said or lines or [type(e).__name__])[-1 if said else 0].strip()
+
+
 def main() -> None:
     from harness.clients.logs import quiet
 
     quiet()  # client libraries' logs never reach the terminal (a campaign files them)
-    sys.exit(_run(sys.argv[1:]))
+    args = sys.argv[1:]
+    sys.exit(_run([a for a in args if a != "--debug"], debug="--debug" in args))
 
 
-def _run(args: list[str]) -> int:
+def _run(args: list[str], debug: bool = False) -> int:
     """The app, with a command-line mistake (`--rf x`, an unknown option) reported in one
-    line instead of a boxed panel: exit 3 for `campaign` (its code for bad input), the usual
-    2 elsewhere."""
+    line instead of a boxed panel, exit 3 (bad input) for every command; an unexpected
+    error is one line too, exit 3, and its traceback only with `--debug`."""
     from typer import Abort
     from typer._click.exceptions import ClickException, UsageError
 
@@ -614,13 +652,23 @@ def _run(args: list[str]) -> int:
             return e.exit_code
         path = e.ctx.command_path if e.ctx is not None else "hiwater"
         typer.echo(f"{path}: {e.format_message()} (see {path} --help)", err=True)
-        return EXIT_BAD_INPUT if path.split()[1:2] == ["campaign"] else e.exit_code
+        return EXIT_BAD_INPUT
     except ClickException as e:
         e.show()
         return e.exit_code
     except Abort:
         typer.echo("Aborted!", err=True)
         return 1
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        return 130
+    except Exception as e:
+        if debug:
+            raise
+        command = " ".join(a for a in args[:2] if not a.startswith("-"))
+        typer.echo(f"hiwater {command}: {type(e).__name__}: {_first_line(e)} "
+                   "(--debug shows the traceback)", err=True)
+        return EXIT_BAD_INPUT
     return rv if isinstance(rv, int) else 0
 
 

@@ -114,15 +114,38 @@ def check_options(opts: CampaignOptions) -> None:
     _check_server_properties(opts)
 
 
+# server.properties keys the local cluster sets for each broker itself (an override would give
+# every broker the same listener port, data dir or id)
+LOCAL_KEYS = ("broker.id", "listeners", "advertised.listeners", "log.dirs", "log.dir",
+              "zookeeper.connect", "hiwater.admin.port", "port", "host.name")
+
+
+def check_local_overrides(overrides: dict[str, str]) -> None:
+    """`--override` pairs for a local cluster: no key it sets per broker, and values every
+    broker would accept."""
+    for key in overrides:
+        if key.strip() in LOCAL_KEYS:
+            raise ValueError(f"--override {key.strip()}: the local cluster sets it for each "
+                             "broker (listeners on free ports of 127.0.0.x, one data dir "
+                             "each); leave it out")
+    _check_properties({k.strip(): v.strip() for k, v in overrides.items()})
+
+
 def _check_server_properties(opts: CampaignOptions) -> None:
     """The brokers would accept their server.properties (overrides included)."""
+    check_local_overrides(dict(opts.broker_overrides))
+    props = dict(opts.server_properties())
+    if opts.bugs:
+        props["hiwater.bugs"] = ",".join(opts.bugs)
+    _check_properties(props)
+
+
+def _check_properties(given: dict[str, str]) -> None:
     from broker.config import BrokerConfig, ConfigError
 
     props = {"broker.id": "1", "zookeeper.connect": "127.0.0.1:2181",
              "listeners": "PLAINTEXT://127.0.0.11:9092", "log.dirs": "/nonexistent",
-             **opts.server_properties()}
-    if opts.bugs:
-        props["hiwater.bugs"] = ",".join(opts.bugs)
+             **given}
     quiet = logging.getLogger("broker.config")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # "unknown keys" is the broker's to say, in its log
@@ -153,11 +176,39 @@ def check_bootstrap_reachable(bootstrap: str, timeout_s: float = 8.0) -> None:
 
 
 def check_zookeeper() -> None:
-    from broker.runtime.zkserver import INSTALL_HINT, zookeeper_installed
+    import shutil
 
-    if not zookeeper_installed():
+    from broker.runtime.zkserver import INSTALL_HINT, ZKSERVER_SH, ZOOKEEPER_JAR
+
+    if not (ZKSERVER_SH.exists() and ZOOKEEPER_JAR.exists()):
         raise ValueError(f"ZooKeeper is not installed (the local cluster needs it): "
                          f"{INSTALL_HINT}")
+    if shutil.which("java") is None:
+        raise ValueError("Java is not installed or not on PATH (ZooKeeper needs it): "
+                         "apt-get install -y default-jre-headless (or run scripts/setup as "
+                         "root)")
 
 
-__all__ = ["check_bootstrap_reachable", "check_options", "check_zookeeper", "parse_bootstrap"]
+def check_listen_address(address: str, what: str) -> None:
+    """`host:port` is free to listen on (nobody holds it now)."""
+    import errno
+
+    host, _, port_text = address.strip().rpartition(":")
+    host = host.strip("[]")
+    if not host or not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise ValueError(f"{what} takes one host:port with a port 1-65535; got {address!r}")
+    port = int(port_text)
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host, port))
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise ValueError(f"{what} {host}:{port}: the port is in use by another process: "
+                             "stop it or choose another port") from None
+        raise ValueError(f"{what} {host}:{port}: cannot listen there: "
+                         f"{e.strerror or e}") from None
+
+
+__all__ = ["LOCAL_KEYS", "check_bootstrap_reachable", "check_listen_address",
+           "check_local_overrides", "check_options", "check_zookeeper", "parse_bootstrap"]

@@ -17,14 +17,18 @@ import sys
 from pathlib import Path
 
 from broker.config import BrokerConfig, ConfigError
-from broker.runtime.server import Broker
+from broker.runtime.server import Broker, ListenerUnavailable
 from broker.runtime.zk import BrokerIdInUse, ZkUnavailable
 from broker.store.errors import StoreError
+from broker.store.meta import MetaPropertiesError
 
 log = logging.getLogger("hiwater.broker")
 
-EXIT_CONFIG = 2
+# 3 is hiwater's code for bad input: a bad server.properties, a broker id in use, a listener
+# port in use, ZooKeeper out of reach, a log dir of another broker or cluster
+EXIT_CONFIG = 3
 EXIT_ZOOKEEPER = 3
+EXIT_BAD_INPUT = 3
 EXIT_FATAL = 4
 EXIT_STORAGE = 5
 ADMIN_REQUEST_MAX = 8192
@@ -78,12 +82,27 @@ async def run(config: BrokerConfig) -> int:
     try:
         await broker.start()
     except ZkUnavailable as e:
-        log.error("cannot reach ZooKeeper: %s", e)
-        await broker.stop(controlled=False)
+        print(f"hiwater broker: cannot reach ZooKeeper: {e}: start it or fix "
+              "zookeeper.connect", file=sys.stderr, flush=True)
+        with contextlib.suppress(Exception):
+            await broker.stop(controlled=False)
         return EXIT_ZOOKEEPER
+    except ListenerUnavailable as e:
+        print(f"hiwater broker: {e}", file=sys.stderr, flush=True)
+        with contextlib.suppress(Exception):
+            await broker.stop(controlled=False)
+        return EXIT_BAD_INPUT
+    except MetaPropertiesError as e:
+        # a log dir of another broker or cluster: bad input, one line (Kafka's
+        # InconsistentBrokerIdException / InconsistentClusterIdException)
+        print(f"hiwater broker: {e}", file=sys.stderr, flush=True)
+        with contextlib.suppress(Exception):
+            await broker.stop(controlled=False)
+        return EXIT_BAD_INPUT
     except BrokerIdInUse as e:
-        log.error("%s", e)
-        await broker.stop(controlled=False)
+        print(f"hiwater broker: {e}", file=sys.stderr, flush=True)
+        with contextlib.suppress(Exception):
+            await broker.stop(controlled=False)
         return EXIT_CONFIG
     except (StoreError, OSError) as e:
         if not isinstance(e, StoreError) and broker.logs is not None:
@@ -125,7 +144,10 @@ def main(config_path: str, overrides: dict[str, str] | None = None) -> int:
         config = BrokerConfig.from_file(Path(config_path))
         if overrides:
             config = config.with_overrides(**overrides)
-    except (ConfigError, OSError) as e:
+    except OSError as e:
+        print(f"hiwater broker: cannot read {config_path}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_CONFIG
+    except ConfigError as e:
         print(f"hiwater broker: {e}", file=sys.stderr)
         return EXIT_CONFIG
     return asyncio.run(run(config))

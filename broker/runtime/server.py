@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import functools
 import json
 import logging
@@ -29,6 +30,7 @@ import time
 import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from broker.config import BrokerConfig, topic_replication_config
@@ -40,7 +42,9 @@ from broker.runtime.peers import Endpoint, Peers
 from broker.runtime.pipeline import ResponsePipeline
 from broker.runtime.zk import ZkAdapter
 from broker.runtime.zkdriver import ZkDriver
+from broker.store.fs import RealFS
 from broker.store.manager import LogManager
+from broker.store.meta import check_and_write, check_broker_id
 from broker.wire import (
     Close,
     FileRegion,
@@ -64,6 +68,11 @@ from core.node import partition_config, topic_config
 from core.types import NO_BROKER_EPOCH, NO_LEADER, Role, TopicPartition
 
 log = logging.getLogger(__name__)
+
+
+class ListenerUnavailable(Exception):
+    """The listener address cannot be bound (in use, not an address of this host): bad
+    input, one line."""
 
 
 class TopicConfigUnavailable(ConnectionAbortedError):
@@ -196,6 +205,8 @@ class Broker:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         cfg = self.config
+        # a dir of another broker refuses before any of its logs is loaded (meta.properties)
+        check_broker_id(RealFS(), [Path(d) for d in cfg.log_dirs], self.broker_id)
         self.logs = LogManager(
             [str(d) for d in cfg.log_dirs], cfg.log_config(), now_ms=int(time.time() * 1000))
         for topic in {t for t, _ in self.logs.logs}:
@@ -208,8 +219,15 @@ class Broker:
         self.node.on_failure = self._on_fatal
         self.node.on_replica_changed = self._on_replica_changed
         self.node.on_partition_deleted = self._on_partition_deleted
-        self._server = await loop.create_server(
-            lambda: _ClientConnection(self), self.host, self.port, reuse_address=True)
+        try:
+            self._server = await loop.create_server(
+                lambda: _ClientConnection(self), self.host, self.port, reuse_address=True)
+        except OSError as e:
+            why = os.strerror(e.errno) if e.errno else str(e)
+            if e.errno == errno.EADDRINUSE:
+                why += ": another process holds the port; stop it or choose another port"
+            raise ListenerUnavailable(
+                f"listeners: cannot listen on {self.host}:{self.port}: {why}") from None
         sock = self._server.sockets[0]
         if self.port == 0:
             self.port = sock.getsockname()[1]
@@ -226,6 +244,8 @@ class Broker:
         await loop.run_in_executor(None, self.zk.start)
         self.zkd.start()
         self.cluster_id = await self.zkd.call(self.zk.cluster_id)
+        # before the broker registers: a dir of another cluster refuses the start
+        check_and_write(self.logs.fs, self.logs.log_dirs, self.broker_id, self.cluster_id)
         self.peers = Peers(
             self.node, self._lookup, self.host, max_wait_ms=cfg.replica_fetch_wait_max_ms,
             min_bytes=cfg.replica_fetch_min_bytes, max_bytes=cfg.replica_fetch_response_max_bytes,

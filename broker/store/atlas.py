@@ -15,6 +15,7 @@ from broker.store.checkpoint import (
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
 )
+from broker.store.meta import META_PROPERTIES
 
 CHECKPOINT_FILES = (
     RECOVERY_POINT_CHECKPOINT,
@@ -23,6 +24,7 @@ CHECKPOINT_FILES = (
     CLEANER_OFFSET_CHECKPOINT,
 )
 OFFSETS_FILE = "__consumer_offsets segment .log (sealed)"
+META_FILE = META_PROPERTIES
 FILES = (
     "segment .log (sealed)",
     "segment .log (active)",
@@ -31,6 +33,7 @@ FILES = (
     "leader-epoch-checkpoint",
     *CHECKPOINT_FILES,
     OFFSETS_FILE,
+    META_FILE,
 )
 
 FAULTS = (
@@ -42,6 +45,9 @@ FAULTS = (
     "garbage",
     "valid file of another partition",
 )
+# meta.properties only: the identity file of a dir that belongs elsewhere
+OTHER_CLUSTER = "another cluster's file"
+OTHER_BROKER = "another broker's file"
 STOPS = ("clean", "kill")
 
 # What each outcome means; "category" is the class of issue #16 it falls in.
@@ -116,7 +122,22 @@ _KAFKA_CKPT = {
 }
 
 
+_KAFKA_META = {
+    "torn tail": "refuses to start (the shortened cluster.id: InconsistentClusterIdException)",
+    "bit flip in the middle": "refuses to start (InconsistentClusterIdException)",
+    "zeroed 4 KiB page": "refuses to start: the file does not parse (no version)",
+    "truncated to 0 bytes": "refuses to start: the file does not parse (no version)",
+    "missing": "same (written at start, ZooKeeper mode)",
+    "garbage": "refuses to start: the file does not parse",
+    "valid file of another partition": "same",
+    OTHER_CLUSTER: "same (InconsistentClusterIdException)",
+    OTHER_BROKER: "same (InconsistentBrokerIdException)",
+}
+
+
 def _kafka(file: str, fault: str) -> str:
+    if file == META_FILE:
+        return _KAFKA_META[fault]
     if file in CHECKPOINT_FILES:
         if fault == "bit flip in the middle":
             return "trusted as read (no checksum in the format)"
@@ -246,6 +267,30 @@ ROWS += (
     _row(OFFSETS_FILE, "garbage", "truncated", "truncated"),
     _row(OFFSETS_FILE, "valid file of another partition", "substituted", "substituted"),
 )
+_META_REFUSE = ("the file names another cluster (or does not parse): its identity cannot be "
+                "checked, so the broker refuses, as Kafka; the line says to delete the file if "
+                "the dir is this broker's")
+ROWS += (
+    _row(META_FILE, "torn tail", "refuse", "refuse", _META_REFUSE),
+    _row(META_FILE, "bit flip in the middle", "refuse", "refuse", _META_REFUSE),
+    _row(META_FILE, "zeroed 4 KiB page", "rebuilt", "rebuilt",
+         "better than Kafka: a file of zeros names no broker or cluster, like a missing one, "
+         "and is written again with a warning"),
+    _row(META_FILE, "truncated to 0 bytes", "rebuilt", "rebuilt",
+         "better than Kafka: an empty file names nothing, like a missing one, and is written "
+         "again with a warning"),
+    _row(META_FILE, "missing", "intact", "intact",
+         "written at start once ZooKeeper's /cluster/id is known, as Kafka (a new dir, or one "
+         "from before the file existed)"),
+    _row(META_FILE, "garbage", "refuse", "refuse", _META_REFUSE),
+    _row(META_FILE, "valid file of another partition", "intact", "intact",
+         "another log dir of the same broker holds the same file"),
+    _row(META_FILE, OTHER_CLUSTER, "refuse", "refuse",
+         "checked before the broker registers: pointed at the wrong ZooKeeper, or the dir is "
+         "another cluster's; the line names both cluster ids"),
+    _row(META_FILE, OTHER_BROKER, "refuse", "refuse",
+         "checked before any log of the dir is loaded; the line names both broker ids"),
+)
 
 
 def _cell(text: str) -> str:
@@ -283,7 +328,13 @@ def render() -> str:
         "the byte 40 bytes past the middle: inside a record of a segment), *zeroed 4 KiB page* "
         "(the page holding the middle byte), *truncated to 0 bytes*, *missing*, *garbage* "
         "(random bytes), *valid file of another partition* (the same-named file of partition "
-        "1, or of another log dir for a directory checkpoint).",
+        "1, or of another log dir for a directory checkpoint); for `meta.properties` also "
+        f"*{OTHER_CLUSTER}* and *{OTHER_BROKER}* (a valid file naming another cluster.id or "
+        "broker.id). `meta.properties` (per log dir: `version=0`, `broker.id`, `cluster.id`, "
+        "Kafka's ZooKeeper-mode format) is checked as Kafka does: broker.id before the dir's "
+        "logs are loaded, cluster.id against ZooKeeper's `/cluster/id` before the broker "
+        "registers; a refusal is one line naming the file and what to do, exit code 3 (bad "
+        "input).",
         "",
         "## Outcomes",
         "",
@@ -294,8 +345,9 @@ def render() -> str:
         out.append(f"| {name} | {kind} | {_cell(meaning)} |")
     out += [
         "",
-        "No row refuses to start: every file in a log dir can be rebuilt, truncated or "
-        "ignored. A log dir the broker cannot use at all (an unreadable directory, a "
+        "Only `meta.properties` rows refuse to start (a dir whose owner cannot be confirmed "
+        "must not be served as this broker's): every other file in a log dir can be rebuilt, "
+        "truncated or ignored. A log dir the broker cannot use at all (an unreadable directory, a "
         "partition in two dirs, a compaction swap file without its `.swap-end` record) stops "
         "the broker with one line naming the path and what to do, exit code 5, never a "
         "traceback (tested). A whole partition directory missing is named in a warning, from "

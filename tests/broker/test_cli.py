@@ -25,17 +25,17 @@ def run(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
                           cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
 
 
-def test_bad_config_exits_2_with_the_key_named(tmp_path: Path) -> None:
+def test_bad_config_exits_3_with_the_key_named(tmp_path: Path) -> None:
     cfg = tmp_path / "server.properties"
     cfg.write_text("broker.id=1\nzookeeper.connect=127.0.0.1:1\nnum.partitions=0\n")
     r = run(["broker", "--config", str(cfg)], 60)
-    assert r.returncode == 2
+    assert r.returncode == 3
     assert "num.partitions" in r.stderr
 
 
-def test_missing_config_file_exits_2(tmp_path: Path) -> None:
+def test_missing_config_file_exits_3(tmp_path: Path) -> None:
     r = run(["broker", "--config", str(tmp_path / "nope.properties")], 60)
-    assert r.returncode == 2
+    assert r.returncode == 3
 
 
 def test_unreachable_zookeeper_exits_3_quickly(tmp_path: Path) -> None:
@@ -70,7 +70,7 @@ def test_cluster_up_serves_metadata_and_down_stops_everything(tmp_path: Path) ->
             md = probe_metadata(host, int(port))
             assert md["brokers"] == [1, 2] and md["controller_id"] in (1, 2)
         again = run(["cluster", "up", "--dir", str(d)], 30)
-        assert again.returncode == 1  # one cluster per directory
+        assert again.returncode == 3  # one cluster per directory
         state = json.loads(state_file.read_text())
     finally:
         down = run(["cluster", "down", "--dir", str(d)], 90)
@@ -83,7 +83,7 @@ def test_cluster_up_serves_metadata_and_down_stops_everything(tmp_path: Path) ->
 
 
 @pytest.mark.timeout(240)
-def test_second_broker_with_the_same_id_exits_2_with_a_clear_error(tmp_path: Path) -> None:
+def test_second_broker_with_the_same_id_exits_3_with_a_clear_error(tmp_path: Path) -> None:
     from .conftest import start_cluster
 
     c = start_cluster(tmp_path / "c", brokers=1)
@@ -97,7 +97,7 @@ def test_second_broker_with_the_same_id_exits_2_with_a_clear_error(tmp_path: Pat
             f"zookeeper.connect={c.zk.hosts}\n"
         )
         r = run(["broker", "--config", str(cfg)], 180)
-        assert r.returncode == 2, r.stderr[-2000:]
+        assert r.returncode == 3, r.stderr[-2000:]
         assert "broker.id 1 is already registered" in r.stderr
         assert c.metadata(1)["brokers"] == [1]  # the first broker is untouched
     finally:

@@ -1,7 +1,7 @@
 """Bad input to `hiwater campaign` (issue #16), as a user types it: exit 3 with one clear line
 on stderr, no traceback, nothing started (no ZooKeeper or broker process), no run directory;
 an unreachable `--bootstrap` is reported within 10 s. And `hiwater cluster up` without
-ZooKeeper installed says so in one line."""
+Java (ZooKeeper's) says so in one line. Every other command: tests/cli/test_bad_input.py."""
 
 from __future__ import annotations
 
@@ -86,15 +86,15 @@ def test_unreachable_bootstrap_is_found_within_10_s() -> None:
         assert time.monotonic() - t0 < 10
 
 
-def test_cluster_up_without_zookeeper_says_so_in_one_line(tmp_path: Path) -> None:
-    # java out of reach: what zookeeper_installed() looks for, as on a machine without it
+def test_cluster_up_without_java_says_so_in_one_line(tmp_path: Path) -> None:
+    # java out of reach, as on a machine without it (ZooKeeper needs it)
     directory = tmp_path / "cluster"
     proc = subprocess.run([str(HIWATER), "cluster", "up", "--dir", str(directory)],
                           cwd=REPO, capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PATH": str(tmp_path)})
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert proc.returncode == 1, (proc.stdout, proc.stderr)
-    assert len(lines) == 1 and "ZooKeeper is not installed" in lines[0], proc.stderr
+    assert proc.returncode == 3, (proc.stdout, proc.stderr)
+    assert len(lines) == 1 and "Java is not installed" in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr and "╭" not in proc.stderr
     assert not directory.exists()
     assert _processes_mentioning(str(tmp_path)) == []

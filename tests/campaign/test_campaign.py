@@ -3,7 +3,8 @@ with real confluent-kafka clients, the way `hiwater campaign ...` runs it (docs/
 
 Safe configuration (acks=all, RF 3, min.insync.replicas 2, unclean election off, idempotent
 producers): no anomaly outside the policy (exit 0, final reads complete) under the standard
-mix (partitions, kills, pauses, overlapping) and under disk wipes of one node at a time.
+mix (partitions, kills, pauses, overlapping), under disk wipes of one node at a time, and under
+corrupted segments of one stopped node at a time (it rejoins and fetches again).
 
 Sensitivity (each a recipe of docs/recipes.md; exit 1 with the anomaly it must find):
 
@@ -68,6 +69,13 @@ RECIPES = (
         "nemesis": ("wipe",), "nemesis_interval_s": 5.0, "time_limit_s": 20.0,
         "final_time_limit_s": SAFE_FINAL_S},
         frozenset({"wipe"})),
+    # issue #16's replicated safety as a campaign: a broker is killed, a closed segment of
+    # its data dir corrupted while it is down, and it starts again: it truncates at the
+    # damage, rejoins as a follower and fetches the rest again; nothing acknowledged is lost
+    Recipe("safe-corrupt-one", "valid", {
+        "nemesis": ("corrupt",), "nemesis_interval_s": 5.0, "time_limit_s": 20.0,
+        "final_time_limit_s": SAFE_FINAL_S},
+        frozenset({"corrupt"})),
     Recipe("acks-1-leader-kills", "loss", {
         "acks": "1", "idempotence": False, "nemesis": ("kill",), "target_leader": True,
         "nemesis_targets": ("leader",), "nemesis_interval_s": 3.0, "time_limit_s": 20.0,

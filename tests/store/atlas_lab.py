@@ -11,13 +11,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker.store.atlas import CHECKPOINT_FILES, FILES, OFFSETS_FILE
+from broker.store.atlas import (
+    CHECKPOINT_FILES,
+    FILES,
+    META_FILE,
+    OFFSETS_FILE,
+    OTHER_BROKER,
+    OTHER_CLUSTER,
+)
 from broker.store.batch import Record, build_batch, decode_records, iter_headers
 from broker.store.checkpoint import write_offsets
 from broker.store.config import LogConfig
 from broker.store.errors import CorruptRecordError, StoreError
 from broker.store.fs import RealFS
 from broker.store.manager import LogManager
+from broker.store.meta import check_and_write, check_broker_id, read_meta, render_meta, write_meta
 from broker.store.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, file_stem
 
 CONFIG = LogConfig(segment_bytes=6000)
@@ -26,6 +34,8 @@ OFFSETS_TOPIC = "__consumer_offsets"
 RECORDS = 60
 T0 = 1_700_000_000_000
 PAGE = 4096
+BROKER_ID = 1
+CLUSTER_ID = "q1Wn3bGZR5uwEXMnU3B3Ng"  # as ZooKeeper's /cluster/id holds one
 
 Written = dict[int, bytes]  # offset -> value
 
@@ -51,6 +61,7 @@ def write_logs(d: Path, stop: str) -> dict[tuple[str, int], Written]:
     flushed. `stop`: "clean" (shutdown writes every checkpoint) or "kill" (the checkpoints are
     those written before the first record; unwritten index entries are lost)."""
     mgr = _manager(d)
+    write_meta(RealFS(), d, BROKER_ID, CLUSTER_ID)
     tps = [("t", 0), ("t", 1), (OFFSETS_TOPIC, 0), (OFFSETS_TOPIC, 1)]
     logs = {tp: mgr.get_or_create_log(*tp, now_ms=T0) for tp in tps}
     mgr.checkpoint_all()
@@ -90,7 +101,7 @@ def target(d: Path, file: str) -> tuple[Path, tuple[str, int]]:
             (OFFSETS_TOPIC, 0),
         ),
     }
-    for name in CHECKPOINT_FILES:
+    for name in (*CHECKPOINT_FILES, META_FILE):
         paths[name] = (d / name, ("t", 0))
     assert set(paths) == set(FILES), sorted(set(FILES) ^ set(paths))
     return paths[file]
@@ -102,6 +113,9 @@ def _other(d: Path, path: Path) -> bytes:
     if path.parent == d:
         other = d.parent / "elsewhere"
         other.mkdir(exist_ok=True)
+        if path.name == META_FILE:  # another log dir of the same broker
+            write_meta(RealFS(), other, BROKER_ID, CLUSTER_ID)
+            return (other / path.name).read_bytes()
         write_offsets(RealFS(), other / path.name, {("elsewhere", 0): 7, ("elsewhere", 1): 3})
         return (other / path.name).read_bytes()
     topic, _, _ = path.parent.name.rpartition("-")
@@ -136,6 +150,10 @@ DAMAGES: dict[str, Callable[[bytes], bytes | None]] = {
     "garbage": lambda b: random.Random(len(b)).randbytes(max(len(b), 64)),
 }
 OTHER = "valid file of another partition"
+
+
+DAMAGES[OTHER_CLUSTER] = lambda b: render_meta(BROKER_ID, "zzOtherClusterIdzzzzzz")
+DAMAGES[OTHER_BROKER] = lambda b: render_meta(BROKER_ID + 1, CLUSTER_ID)
 
 
 def damaged_range(fault: str, size: int) -> tuple[int, int]:
@@ -212,7 +230,10 @@ def observe(
     path, first_damaged = inject(d, file, fault)
     want = written[tp]
     try:
+        # as the broker starts: broker.id before loading, cluster.id once ZooKeeper answered
+        check_broker_id(RealFS(), [d], BROKER_ID)
         mgr = _manager(d)
+        check_and_write(RealFS(), [d], BROKER_ID, CLUSTER_ID)
     except StoreError as e:
         line = str(e)
         named = path.name in line and "\n" not in line
@@ -223,6 +244,9 @@ def observe(
         if other_tp != tp:
             assert read_back(mgr, other_tp)[0] == records, f"{other_tp} damaged by {file}"
     mgr.shutdown()
+    if file == META_FILE:  # whatever happened, the dir now names this broker and cluster
+        assert read_meta(RealFS(), d) == {"version": "0", "broker.id": str(BROKER_ID),
+                                          "cluster.id": CLUSTER_ID}, path.read_bytes()
     warnings = [r.getMessage() for r in caplog_records() if r.name == "hiwater.store"]
     named = any(path.name in w for w in warnings)
     if error is not None:
