@@ -28,7 +28,8 @@ RF=3 p50 <= 5 ms and p99 <= 20 ms at half load; produce >= 150 MB/s or >= 0.7 of
 producer's ceiling against the sink, whichever is lower; caught-up consume >= 0.8 of the
 consumer's ceiling; brokers <= 6 CPU-s per GB produced.
 
-    --profile DIR        brokers run under cProfile (slower!); top functions printed, .prof kept
+    --profile DIR        brokers run under cProfile (slower!) during the produce and consume phases
+                         (bench/_profiled_broker.py); top functions printed, .prof kept
     --compare BOOTSTRAP  the same producer and consumer against another Kafka-protocol broker
                          in the same run (127.0.0.0/8 only unless --compare-any-host)
     --soak [MINUTES]     soak mode only (default 10 min): acks=all at half load while the
@@ -667,12 +668,24 @@ def consume(bootstrap: str, partitions: int, records: int,
 
 
 def _profiling_python(d: Path) -> str:
-    """A python that runs its module under cProfile, writing DIR/broker-<pid>.prof."""
+    """A python that runs its module with cProfile toggled by SIGUSR2 (bench/_profiled_broker.py:
+    DIR/broker-<pid>-<phase>.prof per profiled phase)."""
     d.mkdir(parents=True, exist_ok=True)
     w = d / "python-cprofile"
-    w.write_text(f'#!/bin/sh\nexec {sys.executable} -m cProfile -o "{d}/broker-$$.prof" "$@"\n')
+    script = Path(__file__).resolve().parent / "_profiled_broker.py"
+    w.write_text(f'#!/bin/sh\nexec {sys.executable} {script} "{d}" "$@"\n')
     w.chmod(0o755)
     return str(w)
+
+
+def _toggle_profiles(pids: Iterable[int], enabled: bool) -> None:
+    """Start or stop the brokers' profilers (--profile): SIGUSR2 to each."""
+    if not enabled:
+        return
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGUSR2)
+    time.sleep(0.2)  # let each broker's loop take the signal before the phase starts
 
 
 def create_topic(bootstrap: str, partitions: int, rf: int, topic: str = TOPIC) -> dict[int, int]:
@@ -1056,6 +1069,9 @@ def main() -> None:
             idle_txt = ", ".join(f"{k} {idle.pct(v):.1f}" for k, v in idle.named_s.items())
             print(f"topic {TOPIC}: partition -> leader {leaders}; idle CPU %: {idle_txt}")
             conf = producer_config(args, cluster.bootstrap)
+            broker_pids = [pids[k] for k in brokers]
+            profiling = args.profile is not None
+            _toggle_profiles(broker_pids, profiling)  # phase 1: saturated and paced produce
             rp = []
             for _ in range(args.rounds):
                 r = produce(conf, P, n, value, named=pids, every=every)
@@ -1074,6 +1090,8 @@ def main() -> None:
             print(f"cluster produce paced at {rate:,.0f} rec/s ({paced.mbs:.1f} MB/s): p50 "
                   f"{paced.pct(.5):.1f} ms p99 {paced.pct(.99):.1f} ms  foreign CPU "
                   f"{paced.cpu.pct(paced.cpu.foreign_s):.0f} %")
+            _toggle_profiles(broker_pids, profiling)
+            _toggle_profiles(broker_pids, profiling)  # phase 2: caught-up consume
             rc = []
             for _ in range(args.rounds):
                 c = consume(cluster.bootstrap, P, n, named=pids)
@@ -1083,6 +1101,7 @@ def main() -> None:
                 print(f"cluster consume: {c.mbs:6.0f} MB/s  CPU %: consumer "
                       f"{c.cpu.pct(c.cpu.self_s):.0f}, brokers {bt}, foreign "
                       f"{c.cpu.pct(c.cpu.foreign_s):.0f}")
+            _toggle_profiles(broker_pids, profiling)
             real_c = med(c.mbs for c in rc)
             nb, sz = batch_stats(cluster.nodes[1].data_dir)
             if nb:
@@ -1169,14 +1188,15 @@ def main() -> None:
 def print_profiles(d: Path) -> None:
     import pstats
 
-    files = sorted(str(p) for p in d.glob("broker-*.prof"))
-    if not files:
-        print(f"no profiles in {d}")
-        return
-    print(f"\ncProfile of the {len(files)} brokers together (whole life), by tottime:")
-    st = pstats.Stats(*files)
-    st.sort_stats("tottime").print_stats(30)
-    st.sort_stats("cumulative").print_stats(40)
+    for phase, what in ((1, "produce (saturated and paced)"), (2, "caught-up consume")):
+        files = sorted(str(p) for p in d.glob(f"broker-*-{phase}.prof"))
+        if not files:
+            print(f"no profiles of the {what} phase in {d}")
+            continue
+        print(f"\ncProfile of the {len(files)} brokers together, {what}, by tottime:")
+        st = pstats.Stats(*files)
+        st.sort_stats("tottime").print_stats(30)
+        st.sort_stats("cumulative").print_stats(40)
 
 
 if __name__ == "__main__":

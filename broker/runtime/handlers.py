@@ -36,6 +36,7 @@ from broker.wire import (
     response_class,
 )
 from broker.wire import FileRegion as WireRegion
+from broker.wire.fast import ProducePartitionResult, encode_produce_response
 from broker.wire.fetch import EpochEndOffset
 from core import effects as fx
 from core import events as ev
@@ -236,16 +237,18 @@ class Apis:
                 h = checked
                 rid = self.node.new_request_id()
                 fut = self.node.replies.expect(rid) if acks != 0 else None
+                # records: a view of the request frame (broker/wire/fast.py), not a copy;
+                # the frame's buffer is the request's own (runtime/frames.py), never reused
                 self.node.handle(ev.ProduceReceived(
                     request_id=rid, tp=tp, acks=acks, record_count=h.last_offset_delta + 1,
-                    records=bytes(records), producer_id=h.producer_id,
+                    records=records, producer_id=h.producer_id,
                     producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
                     timeout_ms=timeout_ms))
                 results.append((t.name, tp.partition, fut))
         throttle = self.b.throttle("produce", req, total_bytes)
         if acks == 0:
             return Response(None, throttle)
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        by_topic: dict[str, list[ProducePartitionResult]] = {}
         for topic, partition, r in results:
             if isinstance(r, tuple):
                 code, base = r
@@ -253,24 +256,25 @@ class Apis:
                 reply = await self._await_reply(r, timeout_ms)
                 code, base = int(reply.error), reply.base_offset
             lg = self.node.logs.get_log(topic, partition)
-            by_topic.setdefault(topic, []).append({
-                "index": partition, "error_code": _code(code), "base_offset": base,
-                "log_append_time": -1,
-                "log_start_offset": lg.log_start_offset if lg is not None else -1,
-                "record_errors": [], "error_message": None,
-            })
-        frame = self._encode(req, {
-            "responses": [{"name": t, "partition_responses": ps} for t, ps in by_topic.items()],
-            "throttle_time": _ms(throttle),
-        })
+            by_topic.setdefault(topic, []).append(ProducePartitionResult(
+                partition, code, base, lg.log_start_offset if lg is not None else -1))
+        # by hand (one per produce request: kio's generic writer was a quarter of it)
+        frame = encode_produce_response(req.api_version, req.correlation_id,
+                                        list(by_topic.items()), throttle)
         return Response(frame, throttle)
 
     async def _await_reply(self, fut: asyncio.Future[Any], timeout_ms: int) -> Any:
         # The core's produce timeout answers first; this bound only covers a halted broker.
+        # One timer on the future itself (asyncio.wait_for added a waiter future and two
+        # callbacks to every acks=all produce).
+        if fut.done():
+            return fut.result()
+        timer = asyncio.get_running_loop().call_later(
+            timeout_ms / 1000.0 + 5.0, _produce_timed_out, fut)
         try:
-            return await asyncio.wait_for(fut, timeout_ms / 1000.0 + 5.0)
-        except TimeoutError:
-            return fx.ProduceReply(-1, TopicPartition("", -1), Errors.REQUEST_TIMED_OUT, -1)
+            return await fut
+        finally:
+            timer.cancel()
 
     def _check_batch(self, tp: TopicPartition, records: bytes | None) -> Any:
         """The produced records as Kafka validates them before the append: one v2 batch
@@ -404,8 +408,34 @@ class Apis:
             left = deadline - loop.time()
             if size >= max(1, int(body.min_bytes)) or errors or left <= 0:
                 break
-            await self.node.wait_for_change([tp for tp, _ in wanted], left)
+            await self._hold_replica_fetch(wanted, deadline)
         return Response(self._fetch_frame(req, parts, 0))
+
+    async def _hold_replica_fetch(self, wanted: list[tuple[TopicPartition, Any]],
+                                  deadline: float) -> None:
+        """Kafka's DelayedFetch for a follower: until a partition has data past the fetch
+        offset (or its log was truncated below it, or this broker no longer leads it at the
+        same epoch), or the deadline. A change of the high watermark alone does not complete
+        it (as in Kafka: the follower learns the HW with its next data, or when the wait
+        expires); asking the core again for it was a wasted step per acks=all produce."""
+        loop = asyncio.get_running_loop()
+        tps = [tp for tp, _ in wanted]
+        epochs = {}
+        for tp in tps:
+            r = self.node.replica(tp)
+            epochs[tp] = (r.role, r.leader_epoch) if r is not None else None
+        while True:
+            left = deadline - loop.time()
+            if left <= 0:
+                return
+            await self.node.wait_for_change(tps, left)
+            for tp, p in wanted:
+                r = self.node.replica(tp)
+                if r is None or (r.role, r.leader_epoch) != epochs[tp]:
+                    return
+                lg = self.node.logs.get_log(tp.topic, tp.partition)
+                if lg is None or lg.log_end_offset != int(p.fetch_offset):
+                    return
 
     def _ask(self, src: int, msg: Any, kind: str) -> Any:
         fut = self.node.responses.expect((src, kind, msg.tp))
@@ -619,6 +649,11 @@ class Apis:
                     code, pid, epoch = COORDINATOR_NOT_AVAILABLE, -1, -1
         return self._encode(req, {"throttle_time": _ms(0), "error_code": _code(code),
                                   "producer_id": pid, "producer_epoch": epoch})
+
+
+def _produce_timed_out(fut: asyncio.Future[Any]) -> None:
+    if not fut.done():
+        fut.set_result(fx.ProduceReply(-1, TopicPartition("", -1), Errors.REQUEST_TIMED_OUT, -1))
 
 
 def leader_of(node: Any, tp: TopicPartition) -> int:

@@ -28,15 +28,23 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kio.schema.fetch.v12 import request as fetch_req
 from kio.schema.offset_for_leader_epoch.v4 import request as ofle_req
-from kio.static.primitive import i8, i32, i64
+from kio.static.primitive import i32
 
 from broker.recordbatch import HEADER_SIZE, unpack_header
+from broker.runtime.frames import FrameProtocol
 from broker.runtime.node import Node
 from broker.store.batch import validate_batch
-from broker.wire import decode_response, encode_request
+from broker.wire import FrameError, decode_response, encode_request
 from broker.wire import interbroker as ib
+from broker.wire._walk import Malformed
+from broker.wire.fast import (
+    FetchedPartition,
+    FetchPartitionRequest,
+    decode_fetch_response,
+    encode_replica_fetch,
+)
+from broker.wire.framing import MIN_RESPONSE_FRAME_BYTES
 from core import events as ev
 from core.messages import (
     BatchInfo,
@@ -76,7 +84,7 @@ CONTROL_BACKOFF_S = (0.05, 1.0)  # first and largest pause between attempts
 # Unacknowledged bytes on a control connection for this long mean it is dead (TCP_USER_TIMEOUT):
 # the kernel fails it instead of backing off retransmissions for minutes.
 CONTROL_TCP_USER_TIMEOUT_MS = 3_000
-PEER_READ_LIMIT = 8 * 1024 * 1024  # StreamReader buffer before it pauses the socket
+CLIENT_ID = "hiwater"  # the client id of this broker's requests to the others
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,14 +103,14 @@ class PeerError(ConnectionError):
 
 class Connection:
     """One TCP connection to a broker; one request at a time (Kafka brokers answer in order
-    per connection anyway). Reconnects lazily."""
+    per connection anyway). Reconnects lazily. Responses are read by `FrameProtocol`: a
+    fetched record set is received into a buffer of its own and never copied after."""
 
     def __init__(self, source_host: str, timeout_s: float, user_timeout_ms: int = 0) -> None:
         self.source_host = source_host
         self.timeout_s = timeout_s  # bounds the connect
         self.user_timeout_ms = user_timeout_ms
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._conn: FrameProtocol | None = None
         self._target: Endpoint | None = None
         self._correlation = 0
 
@@ -110,21 +118,21 @@ class Connection:
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
         return self._correlation
 
-    async def _connect(self, target: Endpoint) -> None:
-        if self._writer is not None and self._target == target and not self._writer.is_closing():
-            return
+    async def _connect(self, target: Endpoint) -> FrameProtocol:
+        conn = self._conn
+        if conn is not None and self._target == target and not conn.is_closing():
+            return conn
         self.close()
         local = (self.source_host, 0) if self.source_host else None
-        # A large read limit: a fetch response of several MiB is read in a few large chunks,
-        # not paused and resumed every 128 KiB (each pause costs a loop iteration and, on a
-        # busy machine, a wait for the CPU).
-        self._reader, self._writer = await asyncio.wait_for(
-            asyncio.open_connection(target.host, target.port, local_addr=local,
-                                    limit=PEER_READ_LIMIT),
+        loop = asyncio.get_running_loop()
+        _, conn = await asyncio.wait_for(
+            loop.create_connection(
+                lambda: FrameProtocol(MAX_RESPONSE_BYTES, MIN_RESPONSE_FRAME_BYTES),
+                target.host, target.port, local_addr=local),
             self.timeout_s,
         )
-        self._target = target
-        sock = self._writer.get_extra_info("socket")
+        self._conn, self._target = conn, target
+        sock = conn.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -132,27 +140,29 @@ class Connection:
                 with contextlib.suppress(OSError):
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT,
                                     self.user_timeout_ms)
+        return conn
 
-    async def request(self, target: Endpoint, frame: bytes, timeout_s: float) -> bytes:
+    async def request(self, target: Endpoint, frame: bytes, timeout_s: float
+                      ) -> bytes | bytearray:
         """Send one request frame, return the response payload (without size prefix)."""
         try:
-            await self._connect(target)
-            assert self._writer is not None and self._reader is not None
-            self._writer.write(frame)
-            await self._writer.drain()
-            head = await asyncio.wait_for(self._reader.readexactly(4), timeout_s)
-            (size,) = _SIZE.unpack(head)
-            if not 4 <= size <= MAX_RESPONSE_BYTES:
-                raise PeerError(f"response frame of {size} bytes from {target}")
-            return await asyncio.wait_for(self._reader.readexactly(size), timeout_s)
-        except (OSError, TimeoutError, asyncio.IncompleteReadError, PeerError) as e:
+            conn = await self._connect(target)
+            conn.write(frame)
+            await conn.drain()
+            payload = await conn.next_frame(timeout_s)
+            if payload is None:
+                raise PeerError("connection closed")
+            if isinstance(payload, FrameError):
+                raise PeerError(f"response frame: {payload.reason}")
+            return payload
+        except (OSError, TimeoutError, PeerError) as e:
             self.close()
             raise PeerError(f"{target.host}:{target.port}: {type(e).__name__}: {e}") from e
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        self._reader = self._writer = None
+        if self._conn is not None:
+            self._conn.close()
+        self._conn = None
         self._target = None
 
 
@@ -256,40 +266,28 @@ class Fetcher:
                     leader_epoch=int(p.leader_epoch), end_offset=int(p.end_offset))))
 
     async def _fetch(self, target: Endpoint, batch: dict[TopicPartition, FetchRequest]) -> None:
-        by_topic: dict[str, list[Any]] = {}
+        by_topic: dict[str, list[FetchPartitionRequest]] = {}
         for tp, m in sorted(batch.items()):
-            by_topic.setdefault(tp.topic, []).append(fetch_req.FetchPartition(
-                partition=i32(tp.partition), current_leader_epoch=i32(m.current_leader_epoch),
-                fetch_offset=i64(m.fetch_offset), last_fetched_epoch=i32(m.last_fetched_epoch),
-                log_start_offset=i64(-1), partition_max_bytes=i32(self.partition_max_bytes)))
-        body = fetch_req.FetchRequest(
-            cluster_id=None, replica_id=i32(self.node.broker_id),
-            max_wait=_ms(self.max_wait_ms), min_bytes=i32(self.min_bytes),
-            max_bytes=i32(self.max_bytes), isolation_level=i8(0), session_id=i32(0),
-            session_epoch=i32(-1),
-            topics=tuple(fetch_req.FetchTopic(topic=t, partitions=tuple(ps))
-                         for t, ps in by_topic.items()),
-            forgotten_topics_data=(), rack_id="",
-        )
+            by_topic.setdefault(tp.topic, []).append(FetchPartitionRequest(
+                tp.partition, m.current_leader_epoch, m.fetch_offset, m.last_fetched_epoch,
+                self.partition_max_bytes))
         cid = self.conn.next_correlation_id()
+        frame = encode_replica_fetch(cid, CLIENT_ID, self.node.broker_id, self.max_wait_ms,
+                                     self.min_bytes, self.max_bytes, list(by_topic.items()))
         timeout = self.timeout_s + self.max_wait_ms / 1000.0
-        payload = await self.conn.request(target, encode_request(body, cid), timeout)
-        resp = decode_response(payload, 1, FETCH_VERSION)
-        if not hasattr(resp, "body"):
-            raise PeerError(f"bad Fetch response: {resp}")
-        for t in resp.body.responses:
+        payload = await self.conn.request(target, frame, timeout)
+        try:
+            _, _, topics = decode_fetch_response(payload)
+        except Malformed as e:
+            self.conn.close()
+            raise PeerError(f"bad Fetch response: {e}") from None
+        for t in topics:
             for p in t.partitions:
-                tp = TopicPartition(t.topic, int(p.partition_index))
+                tp = TopicPartition(t.topic, p.partition_index)
                 m = batch.get(tp)
                 if m is None:
                     continue
                 self.node.handle(ev.MessageReceived(self.leader, _fetch_response(m, p)))
-
-
-def _ms(ms: int) -> Any:
-    import datetime
-
-    return datetime.timedelta(milliseconds=ms)
 
 
 def _error(code: int) -> Errors:
@@ -299,18 +297,22 @@ def _error(code: int) -> Errors:
         return Errors.NOT_LEADER_OR_FOLLOWER  # any other error: back off and retry
 
 
-def _fetch_response(m: FetchRequest, p: Any) -> FetchResponse:
+def _fetch_response(m: FetchRequest, p: FetchedPartition) -> FetchResponse:
     """The core's FetchResponse from a Kafka partition response: the complete, valid batches
-    from the fetch offset on (a trailing partial batch is dropped, as Kafka's follower does)."""
-    error = _error(int(p.error_code.value))
-    records = bytes(p.records or b"")
+    from the fetch offset on (a trailing partial batch is dropped, as Kafka's follower does).
+    Each batch's header is read and its CRC checked here (Kafka's follower checks the CRC, not
+    every record), so a corrupt response is an error reply, never a store failure; the
+    records stay a view of the response frame."""
+    error = _error(p.error_code)
+    records = p.records if p.records is not None else memoryview(b"")
     batches: list[BatchInfo] = []
     pos = 0
     if error == Errors.NONE:
         try:
-            while pos + HEADER_SIZE <= len(records):
+            n = len(records)
+            while pos + HEADER_SIZE <= n:
                 h = unpack_header(records, pos)
-                if pos + h.size > len(records):
+                if pos + h.size > n:
                     break
                 validate_batch(records, pos)
                 if not batches and h.base_offset != m.fetch_offset:
@@ -322,13 +324,13 @@ def _fetch_response(m: FetchRequest, p: Any) -> FetchResponse:
         except Exception as e:  # a corrupt or misaligned response: treat as an error
             log.warning("%s: bad fetched records: %s", m.tp, e)
             error, batches, pos = Errors.NOT_LEADER_OR_FOLLOWER, [], 0
-    diverging = p.diverging_epoch is not None and int(p.diverging_epoch.end_offset) != -1
     return FetchResponse(
         tp=m.tp, error=error, fetch_offset=m.fetch_offset,
-        current_leader_epoch=m.current_leader_epoch, high_watermark=int(p.high_watermark),
-        log_start_offset=int(p.log_start_offset),
+        current_leader_epoch=m.current_leader_epoch, high_watermark=p.high_watermark,
+        log_start_offset=p.log_start_offset,
         end_offset=batches[-1].last_offset + 1 if batches else m.fetch_offset,
-        diverging=diverging, batches=tuple(batches), records=records[:pos] if batches else None,
+        diverging=p.diverging_end_offset != -1, batches=tuple(batches),
+        records=records[:pos] if batches else None,
     )
 
 

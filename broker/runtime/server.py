@@ -5,9 +5,11 @@
     await broker.serve_until(stop_event)
     await broker.stop()
 
-One task per client connection reads a frame, handles it to the end, writes the response, and
-only then reads the next frame (Kafka's per-connection ordering; clients use a separate
-connection for their group coordinator, so a long-polling Fetch never delays a heartbeat).
+One task per client connection takes a frame (read by `frames.FrameProtocol`: no
+StreamReader copies, a large frame received straight into a buffer of its own), handles it to
+the end, writes the response, and only then takes the next frame (Kafka's per-connection
+ordering; clients use a separate connection for their group coordinator, so a long-polling
+Fetch never delays a heartbeat).
 A throttled connection is muted for the throttle time after its response (KIP-219).
 Malformed input closes the connection with a log line; it never stops the broker.
 """
@@ -33,6 +35,7 @@ from typing import Any
 
 from broker.config import BrokerConfig, topic_replication_config
 from broker.quotas import QuotaManager
+from broker.runtime.frames import FrameProtocol
 from broker.runtime.handlers import OFFSETS_TOPIC, Apis
 from broker.runtime.node import Node
 from broker.runtime.peers import Endpoint, Peers
@@ -45,13 +48,14 @@ from broker.store.meta import check_and_write, check_broker_id
 from broker.wire import (
     Close,
     FileRegion,
+    FrameError,
     Reply,
     Request,
     ResponseFrame,
-    check_frame_size,
     decode_request,
 )
 from broker.wire import interbroker as ib
+from broker.wire.fast import decode_fast
 from core import events as ev
 from core.config import TopicConfig
 from core.messages import (
@@ -121,6 +125,55 @@ def null_array(entity: Any, path: str = "") -> str | None:
     return None
 
 
+class _ClientConnection(FrameProtocol):
+    """A client's (or another broker's) connection to this broker."""
+
+    def __init__(self, broker: Broker) -> None:
+        super().__init__(broker.config.socket_request_max_bytes)
+        self.broker = broker
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.broker._accept(self)
+
+
+async def _sendfile(conn: FrameProtocol, region: FileRegion) -> None:
+    """A file region onto the connection, zero-copy. When nothing is queued in the
+    transport (the usual case: the response head was just sent at once), `os.sendfile` goes
+    straight to the socket; only what the socket buffer cannot take then goes through
+    `loop.sendfile` (which waits for the socket, pausing reading meanwhile)."""
+    transport = conn.transport
+    if transport is None or transport.is_closing():
+        raise ConnectionError("client went away")
+    own = not isinstance(region.source, int)
+    fd = os.open(region.source, os.O_RDONLY) if own else region.source  # type: ignore[arg-type]
+    try:
+        position, left = region.position, region.length
+        sock = transport.get_extra_info("socket")
+        if sock is not None and transport.get_write_buffer_size() == 0:
+            try:
+                while left > 0:
+                    sent = os.sendfile(sock.fileno(), fd, position, left)
+                    if sent == 0:
+                        raise OSError(f"file region {region} ends early")
+                    position += sent
+                    left -= sent
+            except BlockingIOError:
+                pass
+        if left > 0:
+            await conn.drain()
+            f = open(fd, "rb", buffering=0, closefd=False)  # noqa: SIM115
+            try:
+                await asyncio.get_running_loop().sendfile(transport, f, position, left)
+            except RuntimeError as e:  # "Transport is closing" (reference §3.3, 6)
+                raise ConnectionError(str(e)) from e
+            finally:
+                f.close()
+    finally:
+        if own:
+            os.close(fd)
+
+
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -167,9 +220,8 @@ class Broker:
         self.node.on_replica_changed = self._on_replica_changed
         self.node.on_partition_deleted = self._on_partition_deleted
         try:
-            self._server = await asyncio.start_server(
-                self._on_connection, self.host, self.port, reuse_address=True,
-                limit=2 ** 16)
+            self._server = await loop.create_server(
+                lambda: _ClientConnection(self), self.host, self.port, reuse_address=True)
         except OSError as e:
             why = os.strerror(e.errno) if e.errno else str(e)
             if e.errno == errno.EADDRINUSE:
@@ -495,23 +547,25 @@ class Broker:
 
     # -- connections ------------------------------------------------------------------------
 
-    async def _on_connection(self, reader: asyncio.StreamReader,
-                             writer: asyncio.StreamWriter) -> None:
+    def _accept(self, conn: FrameProtocol) -> None:
+        if len(self._connections) >= MAX_CONNECTIONS:
+            conn.close()
+            return
+        task = asyncio.get_running_loop().create_task(self._on_connection(conn))
+        self._connections.add(task)
+
+    async def _on_connection(self, conn: FrameProtocol) -> None:
         task = asyncio.current_task()
         assert task is not None
-        if len(self._connections) >= MAX_CONNECTIONS:
-            writer.close()
-            return
-        self._connections.add(task)
-        peer = writer.get_extra_info("peername")
+        peer = conn.get_extra_info("peername")
         client_host = peer[0] if peer else ""
-        sock = writer.get_extra_info("socket")
+        sock = conn.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
-            await self._serve(reader, writer, client_host)
-        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
+            await self._serve(conn, client_host)
+        except (ConnectionError, TimeoutError):
             pass
         except asyncio.CancelledError:
             pass
@@ -519,58 +573,58 @@ class Broker:
             log.exception("connection from %s: %s", peer, e)
         finally:
             self._connections.discard(task)
-            writer.close()
+            conn.close()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                     client_host: str) -> None:
+    async def _serve(self, conn: FrameProtocol, client_host: str) -> None:
         # Consecutive Produce requests wait for their acks concurrently, answered in order
         # (broker/runtime/pipeline.py); anything else runs alone once they are answered.
-        pipe = ResponsePipeline(functools.partial(self._write_response, writer), writer.close)
+        pipe = ResponsePipeline(functools.partial(self._write_response, conn), conn.close)
         try:
-            await self._serve_requests(reader, writer, client_host, pipe)
+            await self._serve_requests(conn, client_host, pipe)
         finally:
             await pipe.close()
 
-    async def _write_response(self, writer: asyncio.StreamWriter, resp: Any) -> None:
+    async def _write_response(self, conn: FrameProtocol, resp: Any) -> None:
         if resp.frame is not None:
-            await self._write(writer, resp.frame)
+            await self._write(conn, resp.frame)
 
-    async def _serve_requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                              client_host: str, pipe: ResponsePipeline) -> None:
-        max_bytes = self.config.socket_request_max_bytes
+    async def _serve_requests(self, conn: FrameProtocol, client_host: str,
+                              pipe: ResponsePipeline) -> None:
         while True:
-            try:
-                head = await reader.readexactly(4)
-            except asyncio.IncompleteReadError:
-                return
-            size = check_frame_size(head, max_bytes)
-            if not isinstance(size, int):
-                log.info("closing connection from %s: %s", client_host, size.reason)
+            payload = await conn.next_frame()
+            if payload is None:
+                return  # end of stream (a frame cut short included)
+            if isinstance(payload, FrameError):
+                log.info("closing connection from %s: %s", client_host, payload.reason)
                 await pipe.flush()  # answer the produce requests read before it
                 return
-            payload = await reader.readexactly(size)
             api_key = int.from_bytes(payload[:2], "big", signed=True)
             pipelined = api_key == 0 and not self.quotas.quotas_enabled("produce")
             if not pipelined:
                 await pipe.flush()
             if ib.is_interbroker(api_key):
-                frame = await self._interbroker(payload)
+                frame = await self._interbroker(bytes(payload))
                 if frame is None:
                     return
-                writer.write(frame)
-                await writer.drain()
+                conn.write(frame)
+                await conn.drain()
                 continue
-            decoded = decode_request(payload)
+            # Produce and Fetch (most of the traffic) by hand, records left in the frame
+            # buffer; anything else, or anything unusual about them, through kio
+            decoded: Request | Reply | Close | None = decode_fast(payload)
+            fast = decoded is not None
+            if decoded is None:
+                decoded = decode_request(payload)
             if isinstance(decoded, Close | Reply):
                 await pipe.flush()  # a produce that is not decoded: answer the earlier first
             if isinstance(decoded, Close):
                 log.info("closing connection from %s: %s", client_host, decoded.reason)
                 return
             if isinstance(decoded, Reply):
-                writer.write(decoded.frame)
-                await writer.drain()
+                conn.write(decoded.frame)
+                await conn.drain()
                 continue
-            null = null_array(decoded.body)
+            null = None if fast else null_array(decoded.body)
             if null is not None:  # Kafka's parser throws: close, as for any malformed body
                 log.info("closing connection from %s: api %d v%d: non-nullable array %s is null",
                          client_host, decoded.api_key, decoded.api_version, null)
@@ -581,34 +635,21 @@ class Broker:
                 continue
             resp = await self.apis.handle(decoded, client_host)
             if resp.frame is not None:
-                await self._write(writer, resp.frame)
+                await self._write(conn, resp.frame)
             if resp.throttle_ms > 0:
                 await asyncio.sleep(resp.throttle_ms / 1000.0)  # channel muted (KIP-219)
 
-    async def _write(self, writer: asyncio.StreamWriter, frame: bytes | ResponseFrame) -> None:
+    async def _write(self, conn: FrameProtocol, frame: bytes | ResponseFrame) -> None:
         if isinstance(frame, bytes):
-            writer.write(frame)
-            await writer.drain()
+            conn.write(frame)
+            await conn.drain()
             return
-        loop = asyncio.get_running_loop()
         for chunk in frame.chunks:
             if isinstance(chunk, FileRegion):
-                if writer.transport.is_closing():
-                    raise ConnectionError("client went away")
-                await writer.drain()
-                if isinstance(chunk.source, int):
-                    f = open(chunk.source, "rb", buffering=0, closefd=False)  # noqa: SIM115
-                else:
-                    f = open(chunk.source, "rb", buffering=0)  # noqa: SIM115
-                try:
-                    await loop.sendfile(writer.transport, f, chunk.position, chunk.length)
-                except RuntimeError as e:  # "Transport is closing" (reference §3.3, 6)
-                    raise ConnectionError(str(e)) from e
-                finally:
-                    f.close()
+                await _sendfile(conn, chunk)
             else:
-                writer.write(chunk)
-        await writer.drain()
+                conn.write(chunk)
+        await conn.drain()
 
     async def _interbroker(self, payload: bytes) -> bytes | None:
         decoded = ib.decode_interbroker_request(payload)

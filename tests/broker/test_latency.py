@@ -345,3 +345,54 @@ def test_response_pipeline_close_with_a_handler_that_outlives_cancellation() -> 
 
     written, failed = asyncio.run(run())
     assert failed is None and written == []
+
+
+# -- a held follower fetch: data or a leadership change completes it, a HW change alone not ---
+
+
+def test_held_follower_fetch_completes_on_data_not_on_a_high_watermark_change(
+        tmp_path: Path) -> None:
+    """Kafka's DelayedFetch for a follower: a caught-up follower's fetch stays held when only
+    the leader's high watermark moves (the follower learns it with its next data), and
+    completes as soon as the leader appends past its offset, or stops leading."""
+    import types
+
+    from broker.runtime.handlers import Apis
+    from broker.store.batch import Record, build_batch
+    from broker.wire.fast import FetchPartitionData
+
+    async def run() -> None:
+        node = Node(1, ProtocolConfig(), LogManager([tmp_path]))
+        node.handle(ev.BrokerRegistered(10))
+        info = PartitionInfo(TP, 1, 1, (1, 2), 0, (1, 2))
+        node.handle(ev.MessageReceived(0, LeaderAndIsrRequest(0, 1, 10, (info,))))
+        apis = Apis(types.SimpleNamespace(node=node))  # type: ignore[arg-type]
+        leo = node.replica(TP).log_end_offset
+        wanted = [(TP, FetchPartitionData(0, 1, leo, -1, -1, 1 << 20))]
+        loop = asyncio.get_running_loop()
+
+        held = asyncio.create_task(apis._hold_replica_fetch(wanted, loop.time() + 30))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        node._changed(TP)  # what a high-watermark checkpoint does
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not held.done(), "a high-watermark change alone completed the held fetch"
+        now_ms = int(time.time() * 1000)
+        batch = build_batch([Record(0, now_ms, b"k", b"v")], base_offset=0)
+        node.handle(ev.ProduceReceived(node.new_request_id(), TP, 1, 1, batch))
+        await asyncio.wait_for(held, 5)  # data past the fetch offset: completed at once
+
+        leo = node.replica(TP).log_end_offset
+        wanted = [(TP, FetchPartitionData(0, 1, leo, -1, -1, 1 << 20))]
+        held = asyncio.create_task(apis._hold_replica_fetch(wanted, loop.time() + 30))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not held.done()
+        follower = PartitionInfo(TP, 2, 2, (1, 2), 1, (1, 2))  # this broker now follows
+        node.handle(ev.MessageReceived(0, LeaderAndIsrRequest(0, 1, 10, (follower,))))
+        node._changed(TP)
+        await asyncio.wait_for(held, 5)
+        node.close()
+
+    asyncio.run(run())
