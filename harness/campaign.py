@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_ERROR = 0, 1, 2, 3
 PROBE_INTERVAL_S = 1.0
+ISR_CHANGES_MAX = 5000
 
 
 @dataclass(frozen=True)
@@ -182,13 +183,21 @@ class LiveProbe(threading.Thread):
       same process (a restart starts over, as in Kafka: the broker relearns them);
     - single_leader_per_epoch: two brokers never claim leadership of a partition in the same
       leader epoch (across all samples of the run).
+
+    It also keeps the ISR each leader reported whenever it changed (`isr`: time on the
+    history's clock, partition, leader, leader epoch, ISR; at most ISR_CHANGES_MAX), so a
+    shrink under a fault shows in results.json next to the fault's window.
     """
 
-    def __init__(self, runtime: Runtime | None, stop: threading.Event) -> None:
+    def __init__(self, runtime: Runtime | None, stop: threading.Event,
+                 clock_ns: Callable[[], int] | None = None) -> None:
         super().__init__(name="live-probe", daemon=True)
         self.runtime = runtime
         self.stop_event = stop
+        self.clock_ns = clock_ns or time.monotonic_ns
         self.samples = 0
+        self.isr_changes: list[dict[str, Any]] = []
+        self._isr: dict[tuple[str, int], tuple[int, int, tuple[int, ...]]] = {}
         self.violations: list[dict[str, Any]] = []
         self._leaders: dict[tuple[str, int, int], int] = {}
         self._last: dict[tuple[str, int], tuple[int, int]] = {}  # (node, pid) -> epochs
@@ -225,12 +234,22 @@ class LiveProbe(threading.Thread):
                 self._violate("leader_epoch_monotonic", node=node, tp=tp, was=last, now=epoch)
             self._last_replica[rkey] = epoch
             if r["role"] == "leader":
+                self._note_isr(tp, int(s["broker_id"]), epoch, r.get("isr", ()))
                 claim = (*tp, epoch)
                 me = int(s["broker_id"])
                 other = self._leaders.setdefault(claim, me)
                 if other != me:
                     self._violate("single_leader_per_epoch", tp=tp, leader_epoch=epoch,
                                   leaders=sorted({other, me}))
+
+    def _note_isr(self, tp: tuple[str, int], leader: int, epoch: int, isr: Any) -> None:
+        now = (leader, epoch, tuple(sorted(int(b) for b in isr)))
+        if self._isr.get(tp) == now or len(self.isr_changes) >= ISR_CHANGES_MAX:
+            return
+        self._isr[tp] = now
+        self.isr_changes.append({"time_ns": self.clock_ns(), "topic": tp[0],
+                                 "partition": tp[1], "leader": leader, "leader_epoch": epoch,
+                                 "isr": list(now[2])})
 
     def run(self) -> None:
         if self.runtime is None:
@@ -249,7 +268,7 @@ class LiveProbe(threading.Thread):
 
     def result(self) -> dict[str, Any]:
         return {"samples": self.samples, "violations": self.violations,
-                "valid?": not self.violations}
+                "valid?": not self.violations, "isr": self.isr_changes}
 
 
 # ---------------------------------------------------------------------------------------
@@ -539,7 +558,7 @@ def _main_phase(opts: CampaignOptions, runtime: Runtime, run_dir: Path, results:
     stop = threading.Event()
     abort = threading.Event()
     deadline = time.monotonic() + opts.time_limit_s
-    probe = LiveProbe(runtime, abort)
+    probe = LiveProbe(runtime, abort, recorder.elapsed_ns)
     probe.settings.wanted = _workload_topic(opts)
     if opts.bootstrap is None:
         probe.start()

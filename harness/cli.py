@@ -400,6 +400,9 @@ def campaign_cmd(
     repeat: Annotated[int, typer.Option(
         metavar="K", help="K campaigns in a row, seed +1 each (for hiwater analyze).",
         rich_help_panel=OUTPUT)] = 1,
+    junit: Annotated[Path | None, typer.Option(
+        "--junit", metavar="FILE", help="Also write the results as JUnit XML (for CI).",
+        rich_help_panel=OUTPUT)] = None,
 ) -> None:
     """Run a Jepsen-style campaign on a local cluster.
 
@@ -414,6 +417,8 @@ def campaign_cmd(
     try:
         if repeat < 1:
             raise ValueError(f"--repeat must be at least 1; got {repeat}")
+        if junit is not None and junit.is_dir():
+            raise ValueError(f"--junit {junit}: is a directory")
         for o in override or []:
             if "=" not in o or not o.split("=", 1)[0].strip():
                 raise ValueError(f"--override needs key=value; got {o!r}")
@@ -447,6 +452,7 @@ def campaign_cmd(
     faults = opts.scenario or ",".join(opts.nemesis)
     base = opts.seed if opts.seed is not None else random.randrange(1 << 31)
     codes = []
+    junit_runs: list[tuple[Path | None, dict[str, object]]] = []
     for i in range(max(1, repeat)):
         if repeat > 1:
             opts = dataclasses.replace(opts, seed=base + i)
@@ -459,6 +465,11 @@ def campaign_cmd(
         if "error" in result.results:
             typer.echo(f"error: {result.results['error']}", err=True)
         codes.append(result.exit_code)
+        if junit is not None:  # rewritten after each run: a cut-short --repeat keeps its runs
+            from harness.junit import write_junit
+
+            junit_runs.append((result.run_dir, result.results))
+            write_junit(junit, junit_runs)
     raise typer.Exit(max(codes))
 
 

@@ -20,22 +20,31 @@ A run (`run_id`, every container, network and volume labelled `hiwater.run=<run_
 Traffic: broker i listens on its own address, port 9092, and advertises the proxy's
 `.11:(9100+i)`; the proxy forwards that port to broker i. Clients (on the host) and the other
 brokers reach broker i only through the proxy, so a toxic on `n<i>` applies to every
-connection into broker i, between containers too (as `LocalRuntime(proxies=True)`). Brokers
-talk to ZooKeeper directly.
+connection into broker i, between containers too (as `LocalRuntime(proxies=True)`). Besides,
+with up to 9 brokers, every ordered pair of brokers has a link of its own: in the proxy
+container a nat rule redirects broker s's connections to port 9100+d to the link
+`n<s>-to-n<d>` (port 20000+100 s+d), so `add_toxic(d, ..., source=s)` slows (or cuts) only
+what goes between s and d: with `stream="downstream"`, what d sends to s (d's answers to s's
+requests: a leader d's fetch responses to its follower s). Brokers talk to ZooKeeper directly.
 
 Faults:
 
 - `kill`: `docker kill -s KILL` (the broker is the container's PID 1: the container stops);
   `stop_node`: `docker stop` (SIGTERM: controlled shutdown); `start_node`: `docker start`
-  (after ZooKeeper has dropped the old registration); `pause`/`resume`: `docker pause` (the
-  cgroup freezer: SIGSTOP's effect, the processes cannot see or catch it) / `docker unpause`;
+  (after ZooKeeper has dropped the old registration); `pause`/`resume`: with
+  `pause_mode="freeze"` (the default) `docker pause` (the cgroup freezer: the processes cannot
+  see or catch it) / `docker unpause`; with `pause_mode="sigstop"` SIGSTOP / SIGCONT of the
+  broker process (`docker kill -s STOP`: sent from outside its PID namespace, so it reaches
+  the container's PID 1; a GC pause as the local runtime makes one);
 - `wipe`, `lose_unflushed`, `corrupt_segment`: `harness.runtime.disk` on the bind mount;
 - `partition`/`heal`: iptables inside the two containers that are never paused or killed. A
   grudge "dst ignores src" between brokers is two rules in the proxy container: src's packets
   to dst's proxy port (`INPUT -s src --dport P(dst)`) and the proxy's packets that carry src's
   answers to dst (`OUTPUT -d dst --sport P(src)`), exactly what LocalRuntime drops on
-  loopback; between a broker and ZooKeeper the rule is in the ZooKeeper container
-  (`INPUT -s broker` / `OUTPUT -d broker`). `heal` flushes both containers' INPUT/OUTPUT.
+  loopback (matched on the connection's original destination port, `-m conntrack
+  --ctorigdstport`, so the per-pair redirects change nothing); between a broker and ZooKeeper
+  the rule is in the ZooKeeper container (`INPUT -s broker` / `OUTPUT -d broker`). `heal`
+  flushes both containers' INPUT/OUTPUT (the nat table's redirects stay).
 
 Everything of the run is removed by `stop()` (idempotent), also at interpreter exit or on
 SIGTERM/SIGHUP (`harness.runtime.cleanup`); containers, networks and volumes of runs whose
@@ -86,6 +95,11 @@ OWNER_LABEL = "hiwater.pid"
 BROKER_PORT = 9092
 ADMIN_PORT = 9093
 PROXY_BASE_PORT = 9100
+# per-pair links: broker s's connections to broker d's proxy port are redirected (nat
+# PREROUTING in the proxy container) to a link of their own, `pair_link(s, d)`, on
+# PAIR_BASE_PORT + 100 s + d; for up to PAIR_LINKS_MAX_BROKERS brokers (n (n-1) links)
+PAIR_BASE_PORT = 20000
+PAIR_LINKS_MAX_BROKERS = 9
 TOXIPROXY_API_PORT = 8474
 ZK_PORT = 2181
 ZK_HOST, PROXY_HOST, BROKER_HOST0 = 10, 11, 20
@@ -97,12 +111,19 @@ CONTEXT_FILES = ("pyproject.toml", "uv.lock", "docker/node/Dockerfile")
 # pyproject.toml names a readme; the dependency layer gets a fixed one, so that README edits
 # do not invalidate it (they did: every README change re-ran `uv sync`)
 README_PLACEHOLDER = b"# hiwater\n\nThe node image of harness/runtime/docker.py.\n"
-# what a node runs (broker, ZooKeeper, proxy) imports only these: harness/ and spec/ edits
-# need no rebuild
-SOURCE_DIRS = ("core", "broker", "nemesis")
+# what a node runs (broker, ZooKeeper, proxy) imports only these: harness/, spec/ and the
+# nemesis's schedules, faults and executors (run by the harness on the host) need no rebuild
+SOURCE_DIRS = ("core", "broker", "nemesis/toxiproxy")
+SOURCE_FILES = ("nemesis/__init__.py",)
+# node image tags kept besides the one just built (other worktrees and branches of this
+# machine use theirs: removing them made each build elsewhere start from the source layer)
+NODE_TAGS_KEPT = 4
 # the build machine's locally trusted CAs (Debian's place for them), copied into the image so
 # pip and uv inside the build trust what the host trusts (e.g. a TLS-inspecting egress proxy)
 LOCAL_CA_DIR = Path("/usr/local/share/ca-certificates")
+
+
+PAUSE_MODES = ("freeze", "sigstop")
 
 
 class DockerError(ClusterRuntimeError):
@@ -175,6 +196,8 @@ def _context_paths(root: Path) -> list[tuple[str, Path]]:
     out = [(f, root / f) for f in CONTEXT_FILES]
     out.append(("deps/packages.txt", root / "docker/node/packages.txt"))
     out.append(("src/docker/node/entrypoint.sh", root / "docker/node/entrypoint.sh"))
+    for f in SOURCE_FILES:
+        out.append((f"src/{f}", root / f))
     for d in SOURCE_DIRS:
         for p in sorted((root / d).rglob("*")):
             if p.is_file() and "__pycache__" not in p.parts and not p.name.endswith(".pyc"):
@@ -282,11 +305,20 @@ def _build_images(base: str, force: bool, log: Callable[[str], None], root: Path
         tail = (r.stdout + r.stderr).decode(errors="replace").strip().splitlines()[-15:]
         raise DockerError("docker build of the node image failed:\n" + "\n".join(tail))
     log(f"built {ref} in {time.monotonic() - t0:.1f} s")
-    # older source tags of the node image: their unique layers are only the source
-    for old in _out("image", "ls", "--format", "{{.Repository}}:{{.Tag}}", NODE_REPO).split():
-        if old.startswith(f"{NODE_REPO}:src-") and old != ref:
-            docker("image", "rm", old, check=False)
+    _prune_node_tags(ref)
     return ref
+
+
+def _prune_node_tags(keep: str) -> None:
+    """Remove the node image's source tags but the newest NODE_TAGS_KEPT (their unique layers
+    are only the source); a tag a container uses stays (docker refuses without -f)."""
+    listed = _out("image", "ls", "--format", "{{.Repository}}:{{.Tag}} {{.CreatedAt}}",
+                  NODE_REPO).splitlines()
+    tags = sorted((line.split(" ", 1) for line in listed if " " in line),
+                  key=lambda t: t[1], reverse=True)
+    old = [t for t, _ in tags if t.startswith(f"{NODE_REPO}:src-") and t != keep]
+    for tag in old[NODE_TAGS_KEPT:]:
+        docker("image", "rm", tag, check=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -411,6 +443,15 @@ def host_address(subnet: ipaddress.IPv4Network, host: int) -> str:
     return str(subnet.network_address + host)
 
 
+def pair_link(src: int, dst: int) -> str:
+    """The proxy link that carries broker `src`'s connections to broker `dst`."""
+    return f"n{src}-to-n{dst}"
+
+
+def pair_port(src: int, dst: int) -> int:
+    return PAIR_BASE_PORT + 100 * src + dst
+
+
 def render_compose(brokers: int) -> str:
     """The compose file of a run with `brokers` brokers. Values that differ between runs are
     variables the runtime passes in the environment: HIWATER_RUN (the run id),
@@ -507,10 +548,16 @@ class DockerRuntime(Runtime):
         base_image: str = BASE_IMAGE,
         zk_tick_ms: int = 500,
         ready_timeout_s: float = 90.0,
+        pause_mode: str = "freeze",
         log: Callable[[str], None] | None = None,
     ) -> None:
         if not 1 <= brokers <= MAX_BROKERS:
             raise ValueError(f"brokers must be 1..{MAX_BROKERS}")
+        if pause_mode not in PAUSE_MODES:
+            raise ValueError(f"pause mode must be one of {', '.join(PAUSE_MODES)}, "
+                             f"not {pause_mode!r}")
+        self.pause_mode = pause_mode
+        self._sigstopped: set[str] = set()
         self.base_dir = Path(base_dir).resolve()
         self.brokers = brokers
         self.overrides = dict(overrides or {})
@@ -685,7 +732,26 @@ class DockerRuntime(Runtime):
         for i in range(1, self.brokers + 1):
             links.add_proxy(node_name(i), ("0.0.0.0", PROXY_BASE_PORT + i),
                             (self.broker_address(i), BROKER_PORT))
+        if self.pair_links:
+            redirects = []
+            for s, d in self._pairs():
+                links.add_proxy(pair_link(s, d), ("0.0.0.0", pair_port(s, d)),
+                                (self.broker_address(d), BROKER_PORT))
+                redirects.append(
+                    f"-A PREROUTING -s {self.broker_address(s)} -p tcp --dport "
+                    f"{PROXY_BASE_PORT + d} -j REDIRECT --to-ports {pair_port(s, d)}")
+            body = ["*nat", *redirects, "COMMIT", ""]
+            docker("exec", "-i", self.container("proxy"), "iptables-restore", "-w", "5",
+                   "--noflush", input="\n".join(body).encode())
         self.links = links
+
+    @property
+    def pair_links(self) -> bool:
+        return self.brokers <= PAIR_LINKS_MAX_BROKERS
+
+    def _pairs(self) -> list[tuple[int, int]]:
+        ids = range(1, self.brokers + 1)
+        return [(s, d) for s in ids for d in ids if s != d]
 
     def stop(self) -> None:
         """Remove every container, the network and any volume of the run. Idempotent."""
@@ -735,7 +801,7 @@ class DockerRuntime(Runtime):
 
     def is_paused(self, node: str) -> bool:
         running, paused = self._state(node)
-        return running and paused
+        return running and (paused or node in self._sigstopped)
 
     def replica_states(self, node: str, timeout_s: float = 2.0) -> BrokerState:
         """The broker's `/replicas`. Its "pid" is the broker's PID inside the container, the
@@ -812,6 +878,7 @@ class DockerRuntime(Runtime):
         info = {
             "runtime": "docker", "run_id": self.run_id, "project": self.project,
             "image": self.image, "subnet": str(self.subnet), "nodes": list(self.nodes),
+            "pause_mode": self.pause_mode, "pair_links": self.pair_links,
             "bootstrap": self.bootstrap if self.subnet else None,
             "addresses": {**{n: self.broker_address(self._id(n)) for n in self.nodes},
                           ZOOKEEPER_NODE: self.zk_address, "proxy": self.proxy_address}
@@ -831,6 +898,7 @@ class DockerRuntime(Runtime):
             if not running:
                 return {"node": node, "result": "already-down"}
             docker("kill", "-s", "KILL", self.container(node), check=False)
+            self._sigstopped.discard(node)
             if paused:  # a frozen task dies when thawed
                 docker("unpause", self.container(node), check=False)
             self._wait_state(node, running=False)
@@ -880,6 +948,9 @@ class DockerRuntime(Runtime):
                 return {"node": node, "result": "already-down"}
             if paused:
                 docker("unpause", self.container(node), check=False)
+            if node in self._sigstopped:  # SIGTERM waits for SIGCONT
+                docker("kill", "-s", "CONT", self.container(node), check=False)
+                self._sigstopped.discard(node)
             t0 = time.monotonic()
             docker("stop", "-t", str(int(timeout_s)), self.container(node),
                    timeout_s=timeout_s + 30)
@@ -890,6 +961,11 @@ class DockerRuntime(Runtime):
         running, paused = self._state(node)
         if not running:
             return {"node": node, "result": "down"}
+        if self.pause_mode == "sigstop":
+            if node not in self._sigstopped:
+                docker("kill", "-s", "STOP", self.container(node))
+                self._sigstopped.add(node)
+            return {"node": node, "result": "paused", "signal": "SIGSTOP"}
         if not paused:
             docker("pause", self.container(node), check=False)
         return {"node": node, "result": "paused"}
@@ -898,10 +974,28 @@ class DockerRuntime(Runtime):
         self._id(node)
         running, paused = self._state(node)
         if not running:
+            self._sigstopped.discard(node)
             return {"node": node, "result": "down"}
+        if node in self._sigstopped:
+            docker("kill", "-s", "CONT", self.container(node), check=False)
+            self._sigstopped.discard(node)
+            return {"node": node, "result": "resumed", "signal": "SIGCONT"}
         if paused:
             docker("unpause", self.container(node), check=False)
         return {"node": node, "result": "resumed" if paused else "not-paused"}
+
+    def broker_process_state(self, node: str) -> str | None:
+        """The broker process's state letter in /proc (`T` when stopped), seen from the
+        host: None when the container is not running."""
+        r = docker("inspect", "--format", "{{.State.Pid}}", self.container(node),
+                   check=False, timeout_s=20)
+        pid = r.stdout.decode().strip() if r.returncode == 0 else ""
+        if not pid.isdigit() or pid == "0":
+            return None
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return None
 
     # -- disk faults (on the bind mount) -------------------------------------------------------
 
@@ -953,12 +1047,15 @@ class DockerRuntime(Runtime):
                         ["-A", "OUTPUT", "-d", self.broker_address(self._id(dst)), "-j", "DROP"])
                 else:
                     s, d = self._id(src), self._id(dst)
+                    # by the original destination port: the per-pair redirect moved it
                     rules["proxy"].append(
                         ["-A", "INPUT", "-s", self.broker_address(s), "-p", "tcp",
-                         "--dport", str(PROXY_BASE_PORT + d), "-j", "DROP"])
+                         "-m", "conntrack", "--ctorigdstport", str(PROXY_BASE_PORT + d),
+                         "-j", "DROP"])
                     rules["proxy"].append(
                         ["-A", "OUTPUT", "-d", self.broker_address(d), "-p", "tcp",
-                         "--sport", str(PROXY_BASE_PORT + s), "-j", "DROP"])
+                         "-m", "conntrack", "--ctorigdstport", str(PROXY_BASE_PORT + s),
+                         "-j", "DROP"])
         return rules
 
     def _iptables_restore(self, node: str, rules: Sequence[Sequence[str]],
@@ -994,17 +1091,41 @@ class DockerRuntime(Runtime):
         return {"healed": healed}
 
     def add_toxic(self, node: str, toxic_type: str, attributes: Mapping[str, Any], *,
-                  stream: str = "downstream", toxicity: float = 1.0) -> dict[str, Any]:
+                  stream: str = "downstream", toxicity: float = 1.0,
+                  source: str | None = None) -> dict[str, Any]:
+        """A toxic on the link into `node`: every connection into it, or with `source` only
+        the connections from broker `source` (its own link; downstream: what `node` sends to
+        `source`)."""
         if self.links is None:
             raise FaultUnsupported("toxic", "the proxy is not running")
-        self._id(node)
-        name = self.links.add_toxic(node, toxic_type, attributes, stream=stream,
+        d = self._id(node)
+        link = node
+        if source is not None:
+            s = self._id(source)
+            if s == d:
+                raise ValueError(f"a toxic between {node} and itself")
+            if not self.pair_links:
+                raise FaultUnsupported("toxic", f"per-pair links exist for up to "
+                                       f"{PAIR_LINKS_MAX_BROKERS} brokers")
+            link = pair_link(s, d)
+        name = self.links.add_toxic(link, toxic_type, attributes, stream=stream,
                                     toxicity=toxicity)
-        return {"node": node, "toxic": name, "type": toxic_type, "stream": stream,
-                "attributes": dict(attributes), "toxicity": toxicity}
+        out = {"node": node, "toxic": name, "type": toxic_type, "stream": stream,
+               "attributes": dict(attributes), "toxicity": toxicity}
+        if source is not None:
+            out.update(source=source, link=link)
+        return out
 
     def remove_toxics(self, node: str | None = None) -> dict[str, Any]:
+        """Remove the toxics of every link (`node`: of the links into it, pairs included)."""
         if self.links is None:
             return {"removed": {}}
-        return {"removed": self.links.remove_toxics(node)}
+        if node is None:
+            return {"removed": self.links.remove_toxics(None)}
+        d = self._id(node)
+        removed: dict[str, list[str]] = {}
+        for link in [node, *(pair_link(s, d) for s, dd in self._pairs()
+                             if dd == d and self.pair_links)]:
+            removed.update(self.links.remove_toxics(link))
+        return {"removed": removed}
 
