@@ -397,6 +397,12 @@ def campaign_cmd(
     runtime: Annotated[str, typer.Option(
         metavar="NAME", help="local (127.0.0.x processes) or docker.",
         rich_help_panel=CLUSTER)] = "local",
+    recipe: Annotated[Path | None, typer.Option(
+        "--recipe", metavar="FILE", help="docker: the brokers' node recipe (docker/recipes/).",
+        rich_help_panel=CLUSTER)] = None,
+    docker_pause: Annotated[str, typer.Option(
+        "--docker-pause", metavar="HOW", help="docker: pause by freeze (docker pause) or "
+        "sigstop (the broker process).", rich_help_panel=FAULTS)] = "freeze",
     repeat: Annotated[int, typer.Option(
         metavar="K", help="K campaigns in a row, seed +1 each (for hiwater analyze).",
         rich_help_panel=OUTPUT)] = 1,
@@ -433,7 +439,8 @@ def campaign_cmd(
             broker_overrides=dict(o.split("=", 1) for o in override or []),
             acks=acks, idempotence=idempotence, concurrency=concurrency, rate=rate,
             sub_via=tuple(x for x in sub_via.split(",") if x), crash_clients=crash_clients,
-            bootstrap=bootstrap, store=store, runtime=runtime)
+            bootstrap=bootstrap, store=store, runtime=runtime, recipe=recipe,
+            docker_pause=docker_pause)
         # what the values alone cannot tell; all before anything starts (issue #16)
         if "leader" in opts.nemesis_targets and not opts.target_leader:
             raise ValueError("--nemesis-targets leader needs --target-leader")

@@ -61,6 +61,7 @@ import ipaddress
 import json
 import os
 import random
+import re
 import secrets
 import shutil
 import subprocess
@@ -86,6 +87,7 @@ from harness.runtime.base import (
     normalize_grudge,
 )
 from harness.runtime.disk import corrupt_segment_in, lose_unflushed_in, wipe_data_dir
+from harness.runtime.recipe import Recipe, hiwater_recipe
 
 REPO = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "hiwater/base:bookworm"
@@ -452,13 +454,36 @@ def pair_port(src: int, dst: int) -> int:
     return PAIR_BASE_PORT + 100 * src + dst
 
 
-def render_compose(brokers: int) -> str:
-    """The compose file of a run with `brokers` brokers. Values that differ between runs are
-    variables the runtime passes in the environment: HIWATER_RUN (the run id),
-    HIWATER_OWNER, HIWATER_IMAGE, HIWATER_NET (the network's first three octets), HIWATER_DIR
-    (the host directory with a sub-directory per node)."""
+_PLAIN = re.compile(r"[A-Za-z0-9_./:=-]+")
+
+
+def _yaml_str(x: str) -> str:
+    return x if _PLAIN.fullmatch(x) else json.dumps(x)
+
+
+def recipe_values(recipe: Recipe, i: int) -> dict[str, str]:
+    """The recipe placeholders of broker i, as compose variables (harness/runtime/recipe.py)."""
+    return {"broker_id": str(i), "listen_host": f"${{HIWATER_NET}}.{BROKER_HOST0 + i}",
+            "listen_port": str(BROKER_PORT), "advertised_host": f"${{HIWATER_NET}}.{PROXY_HOST}",
+            "advertised_port": str(PROXY_BASE_PORT + i),
+            "zookeeper_connect": f"${{HIWATER_NET}}.{ZK_HOST}:{ZK_PORT}",
+            "data_dir": recipe.data_dir, "mount": recipe.mount}
+
+
+def _fill(text: str, values: Mapping[str, str]) -> str:
+    return text.replace("$", "$$").format(**values)  # a literal $ is $$ for compose
+
+
+def render_compose(brokers: int, recipe: Recipe | None = None) -> str:
+    """The compose file of a run with `brokers` brokers (as the recipe says: default
+    docker/recipes/hiwater.toml). Values that differ between runs are variables the runtime
+    passes in the environment: HIWATER_RUN (the run id), HIWATER_OWNER, HIWATER_IMAGE (ZooKeeper,
+    the proxy and hiwater brokers), HIWATER_BROKER_IMAGE (a recipe's own image), HIWATER_NET
+    (the network's first three octets), HIWATER_DIR (the host directory with a sub-directory
+    per node)."""
     if not 1 <= brokers <= MAX_BROKERS:
         raise ValueError(f"brokers must be 1..{MAX_BROKERS}")
+    recipe = recipe or hiwater_recipe()
     lines = [
         "# ZooKeeper, the Toxiproxy-API proxy and the brokers of one hiwater Docker run.",
         "# Written by harness/runtime/docker.py (render_compose); this is its 3-broker output.",
@@ -486,24 +511,32 @@ def render_compose(brokers: int) -> str:
         "services:",
     ]
 
-    def service(name: str, role: str, host: int, extra: Sequence[str] = ()) -> None:
+    def service(name: str, command: Sequence[str], host: int, extra: Sequence[str] = (),
+                mount: str = "/data", head: Sequence[str] = ()) -> None:
         lines.extend([
             f"  {name}:",
             "    <<: *node",
+            *head,
             f"    container_name: hiwater-${{HIWATER_RUN}}-{name}",
             f"    hostname: {name}",
-            f"    command: [{role}]",
+            f"    command: [{', '.join(_yaml_str(c) for c in command)}]",
             *extra,
-            f"    volumes: [\"${{HIWATER_DIR}}/{name}:/data\"]",
+            f"    volumes: [\"${{HIWATER_DIR}}/{name}:{mount}\"]",
             "    networks:",
             "      hiwater:",
             f"        ipv4_address: ${{HIWATER_NET}}.{host}",
         ])
 
-    service(ZOOKEEPER_NODE, "zookeeper", ZK_HOST, ["    mem_limit: 512m"])
-    service("proxy", "proxy", PROXY_HOST)
+    if recipe.zookeeper:
+        service(ZOOKEEPER_NODE, ["zookeeper"], ZK_HOST, ["    mem_limit: 512m"])
+    service("proxy", ["proxy"], PROXY_HOST)
+    head = [] if recipe.builtin_image else ["    image: ${HIWATER_BROKER_IMAGE}"]
     for i in range(1, brokers + 1):
-        service(node_name(i), "broker", BROKER_HOST0 + i)
+        values = recipe_values(recipe, i)
+        env = [f"      {k}: {json.dumps(_fill(v, values))}"
+               for k, v in sorted(recipe.environment.items())]
+        service(node_name(i), [_fill(c, values) for c in recipe.command], BROKER_HOST0 + i,
+                ["    environment:", *env] if env else [], recipe.mount, head)
     return "\n".join(lines) + "\n"
 
 
@@ -535,7 +568,7 @@ def new_run_id() -> str:
 
 
 class DockerRuntime(Runtime):
-    zookeeper_node = ZOOKEEPER_NODE
+    zookeeper_node: str | None = ZOOKEEPER_NODE
 
     def __init__(
         self,
@@ -547,12 +580,18 @@ class DockerRuntime(Runtime):
         image: str | None = None,
         base_image: str = BASE_IMAGE,
         zk_tick_ms: int = 500,
-        ready_timeout_s: float = 90.0,
+        ready_timeout_s: float | None = None,
         pause_mode: str = "freeze",
+        recipe: Recipe | None = None,
         log: Callable[[str], None] | None = None,
     ) -> None:
         if not 1 <= brokers <= MAX_BROKERS:
             raise ValueError(f"brokers must be 1..{MAX_BROKERS}")
+        self.recipe = recipe or hiwater_recipe()
+        if self.recipe.max_brokers is not None and brokers > self.recipe.max_brokers:
+            raise ValueError(f"recipe {self.recipe.name} runs at most "
+                             f"{self.recipe.max_brokers} broker(s), not {brokers}")
+        self.zookeeper_node = ZOOKEEPER_NODE if self.recipe.zookeeper else None
         if pause_mode not in PAUSE_MODES:
             raise ValueError(f"pause mode must be one of {', '.join(PAUSE_MODES)}, "
                              f"not {pause_mode!r}")
@@ -567,7 +606,9 @@ class DockerRuntime(Runtime):
         self.image = image
         self.base_image = base_image
         self.zk_tick_ms = zk_tick_ms
-        self.ready_timeout_s = ready_timeout_s
+        self.ready_timeout_s = (self.recipe.ready_timeout_s if ready_timeout_s is None
+                                else ready_timeout_s)
+        self.broker_image: str | None = None
         self.log = log or (lambda _m: None)
         self.run_id = new_run_id()
         self.project = f"hiwater-{self.run_id}"
@@ -619,6 +660,7 @@ class DockerRuntime(Runtime):
                 self.log(f"removed what dead runs left: {swept}")
             if self.image is None:
                 self.image = build_images(self.base_image, log=self.log)
+            self.broker_image = self._recipe_image()
             self.timings["images_s"] = round(time.monotonic() - t0, 3)
             self._cleanup_token = cleanup.register(self.stop)
             try:
@@ -629,12 +671,23 @@ class DockerRuntime(Runtime):
             self.timings["start_s"] = round(time.monotonic() - t0, 3)
         return self
 
+    def _recipe_image(self) -> str:
+        """The brokers' image: the node image, or the recipe's (which must be here: no
+        registry is assumed)."""
+        assert self.image is not None
+        if self.recipe.builtin_image:
+            return self.image
+        if not image_exists(self.recipe.image):
+            raise DockerError(f"recipe {self.recipe.name}: image {self.recipe.image} is not on "
+                              "this machine (docker pull or docker load it first)")
+        return self.recipe.image
+
     def _env(self) -> dict[str, str]:
         assert self.subnet is not None and self.image is not None
         prefix = str(self.subnet.network_address).rsplit(".", 1)[0]
         return dict(os.environ, HIWATER_RUN=self.run_id, HIWATER_OWNER=owner_label(),
-                    HIWATER_IMAGE=self.image, HIWATER_NET=prefix,
-                    HIWATER_DIR=str(self.base_dir))
+                    HIWATER_IMAGE=self.image, HIWATER_BROKER_IMAGE=self.broker_image or "",
+                    HIWATER_NET=prefix, HIWATER_DIR=str(self.base_dir))
 
     def compose(self, *args: str, timeout_s: float = 120.0) -> None:
         cmd = ["docker-compose", "-p", self.project, "-f", str(self.base_dir / "compose.yaml"),
@@ -655,19 +708,23 @@ class DockerRuntime(Runtime):
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.subnet = create_network(self.project, {LABEL: self.run_id,
                                                     OWNER_LABEL: owner_label()})
-        (self.base_dir / "compose.yaml").write_text(render_compose(self.brokers))
-        zk_dir = self.node_dir(ZOOKEEPER_NODE)
-        zk_dir.mkdir(parents=True, exist_ok=True)
-        (zk_dir / "zoo.cfg").write_text("\n".join([
-            f"tickTime={self.zk_tick_ms}", f"minSessionTimeout={2 * self.zk_tick_ms}",
-            f"maxSessionTimeout={20 * self.zk_tick_ms}", "dataDir=/data/zk",
-            f"clientPort={ZK_PORT}", "maxClientCnxns=200", "admin.enableServer=false",
-            "4lw.commands.whitelist=ruok,stat,mntr,srvr,cons", ""]))
+        (self.base_dir / "compose.yaml").write_text(render_compose(self.brokers, self.recipe))
+        if self.recipe.zookeeper:
+            zk_dir = self.node_dir(ZOOKEEPER_NODE)
+            zk_dir.mkdir(parents=True, exist_ok=True)
+            (zk_dir / "zoo.cfg").write_text("\n".join([
+                f"tickTime={self.zk_tick_ms}", f"minSessionTimeout={2 * self.zk_tick_ms}",
+                f"maxSessionTimeout={20 * self.zk_tick_ms}", "dataDir=/data/zk",
+                f"clientPort={ZK_PORT}", "maxClientCnxns=200", "admin.enableServer=false",
+                "4lw.commands.whitelist=ruok,stat,mntr,srvr,cons", ""]))
         self.node_dir("proxy").mkdir(parents=True, exist_ok=True)
         for i in range(1, self.brokers + 1):
             self._write_config(i)
-        self.compose("up", "-d", "--no-build", ZOOKEEPER_NODE, "proxy")
-        self._wait_zookeeper()
+        if self.recipe.zookeeper:
+            self.compose("up", "-d", "--no-build", ZOOKEEPER_NODE, "proxy")
+            self._wait_zookeeper()
+        else:
+            self.compose("up", "-d", "--no-build", "proxy")
         self._setup_proxies()
         self.compose("up", "-d", "--no-build", *self.nodes)
         self.wait_ready(every=True)
@@ -675,22 +732,28 @@ class DockerRuntime(Runtime):
     def _write_config(self, i: int) -> None:
         d = self.node_dir(node_name(i))
         d.mkdir(parents=True, exist_ok=True)
+        d.chmod(0o777)  # a recipe's image may run its broker as another user
+        if self.recipe.config_file is None:
+            return
         rf = str(min(3, self.brokers))
         props = {
             "broker.id": str(i),
             "listeners": f"PLAINTEXT://{self.broker_address(i)}:{BROKER_PORT}",
             "advertised.listeners": f"PLAINTEXT://{self.proxy_address}:{PROXY_BASE_PORT + i}",
-            "log.dirs": "/data/log",
+            "log.dirs": self.recipe.data_dir,
             "zookeeper.connect": f"{self.zk_address}:{ZK_PORT}",
             "zookeeper.session.timeout.ms": "6000",
             "default.replication.factor": rf,
             "offsets.topic.replication.factor": rf,
             "offsets.topic.num.partitions": "10",
             "group.initial.rebalance.delay.ms": "500",
-            "hiwater.admin.port": str(ADMIN_PORT),
+            "hiwater.admin.port": str(self.recipe.admin_port or ADMIN_PORT),
             **self.overrides,
+            **self.recipe.properties,
         }
-        (d / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        path = self.recipe.host_path(d, self.recipe.config_file)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
     def _wait_zookeeper(self, timeout_s: float = 60.0) -> None:
         from broker.runtime.zkserver import four_letter_word
@@ -784,9 +847,11 @@ class DockerRuntime(Runtime):
         return i
 
     def capabilities(self) -> dict[str, str | None]:
+        no_zk = None if self.recipe.zookeeper else \
+            f"recipe {self.recipe.name}: the brokers use no ZooKeeper of the runtime"
         return {"kill": None, "start": None, "stop": None, "pause": None, "resume": None,
                 "wipe": None, "lose-unflushed": None, "corrupt": None, "partition": None,
-                "isolate-from-zookeeper": None, "toxic": None}
+                "isolate-from-zookeeper": no_zk, "toxic": None}
 
     def _state(self, node: str) -> tuple[bool, bool]:
         r = docker("inspect", "--format", "{{.State.Running}} {{.State.Paused}}",
@@ -808,7 +873,10 @@ class DockerRuntime(Runtime):
         same (1) in every incarnation; the live probe tells processes apart by it, so it is
         replaced by one unique per start of the container (the original is `container_pid`)."""
         i = self._id(node)
-        url = f"http://{self.broker_address(i)}:{ADMIN_PORT}/replicas"
+        if self.recipe.admin_port is None:
+            raise FaultUnsupported("replica-states", f"recipe {self.recipe.name} has no "
+                                   "admin_port")
+        url = f"http://{self.broker_address(i)}:{self.recipe.admin_port}/replicas"
         with urllib.request.urlopen(url, timeout=timeout_s) as r:
             data: dict[str, Any] = json.loads(r.read())
         data["container_pid"] = data.get("pid")
@@ -835,6 +903,15 @@ class DockerRuntime(Runtime):
             want = [i for i in range(1, self.brokers + 1) if self.is_running(node_name(i))]
             if every and len(want) < self.brokers:
                 break  # a broker exited during start-up
+            if self.recipe.ready_kind == "command":
+                codes = [docker("exec", self.container(node_name(i)),
+                                *self.recipe.ready_command, check=False,
+                                timeout_s=20).returncode for i in want]
+                if want and not any(codes):
+                    return
+                last = f"running {want}, ready command exit codes {codes}"
+                time.sleep(0.5)
+                continue
             try:
                 seen = [probe_metadata(self.proxy_address, PROXY_BASE_PORT + i, 1.0)
                         for i in want]
@@ -859,7 +936,8 @@ class DockerRuntime(Runtime):
         run_dir = Path(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         written: list[Path] = []
-        for node in (ZOOKEEPER_NODE, "proxy", *self.nodes):
+        zk = (ZOOKEEPER_NODE,) if self.recipe.zookeeper else ()
+        for node in (*zk, "proxy", *self.nodes):
             path = run_dir / ("zookeeper.log" if node == ZOOKEEPER_NODE else f"{node}.log")
             with open(path, "wb") as out:
                 r = subprocess.run([*_docker_cmd(), "logs", "-t", self.container(node)],
@@ -870,8 +948,9 @@ class DockerRuntime(Runtime):
             else:
                 path.unlink(missing_ok=True)  # no such container (the start failed early)
         for i in range(1, self.brokers + 1):
-            src = self.node_dir(node_name(i)) / "server.properties"
-            if src.exists():
+            cfg = self.recipe.config_file
+            src = self.recipe.host_path(self.node_dir(node_name(i)), cfg) if cfg else None
+            if src is not None and src.exists():
                 dst = run_dir / f"{node_name(i)}.server.properties"
                 shutil.copyfile(src, dst)
                 written.append(dst)
@@ -879,6 +958,8 @@ class DockerRuntime(Runtime):
             "runtime": "docker", "run_id": self.run_id, "project": self.project,
             "image": self.image, "subnet": str(self.subnet), "nodes": list(self.nodes),
             "pause_mode": self.pause_mode, "pair_links": self.pair_links,
+            "recipe": {"name": self.recipe.name, "path": str(self.recipe.path),
+                       "broker_image": self.broker_image},
             "bootstrap": self.bootstrap if self.subnet else None,
             "addresses": {**{n: self.broker_address(self._id(n)) for n in self.nodes},
                           ZOOKEEPER_NODE: self.zk_address, "proxy": self.proxy_address}
@@ -911,7 +992,7 @@ class DockerRuntime(Runtime):
 
     def start_node(self, node: str, wait: bool = False) -> dict[str, Any]:
         i = self._id(node)
-        if not self.is_running(node):
+        if not self.is_running(node) and self.recipe.zookeeper:
             self._await_unregistered(i)
         with self._lock:
             if self.is_running(node):
@@ -1000,7 +1081,7 @@ class DockerRuntime(Runtime):
     # -- disk faults (on the bind mount) -------------------------------------------------------
 
     def data_dirs(self, node: str) -> list[Path]:
-        return [self.node_dir(node) / "log"]
+        return [self.recipe.host_path(self.node_dir(node), self.recipe.data_dir)]
 
     def _require_down(self, node: str, fault: str) -> None:
         if self.is_running(node):
@@ -1086,6 +1167,8 @@ class DockerRuntime(Runtime):
         with self._lock:
             healed = sum(len(r) for r in self.rules.values())
             for c in self.rules:
+                if c == ZOOKEEPER_NODE and not self.recipe.zookeeper:
+                    continue
                 self._iptables_restore(c, [], flush=True)
                 self.rules[c] = []
         return {"healed": healed}
