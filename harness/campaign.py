@@ -380,7 +380,7 @@ SCENARIOS: dict[str, str] = {
         "its partitions back meanwhile); 4 s later the next round.",
     "slow-follower":
         "a 2 s latency toxic on what the leader of the first key's partition sends one of its "
-        "followers (their own proxy link: the docker runtime) for 2 I s, then removed; I s "
+        "followers (their own proxy link: the docker runtime) for I s, then removed; I s "
         "later the next round. The follower's fetches lag: acks=all sends wait for it until "
         "the leader drops it from the ISR (replica.lag.time.max.ms), and it comes back after.",
 }
@@ -521,7 +521,7 @@ def _scenario(opts: CampaignOptions) -> Any:
     elif scenario == "slow-follower":
         slow = Toxic(targets=LeaderOf(f"{prefix}0", 0), source="one", toxic_type="latency",
                      attributes=(("latency", SLOW_FOLLOWER_LATENCY_MS), ("jitter", 0)))
-        steps = [(i, slow), (2 * i, RemoveToxics())]
+        steps = [(i, slow), (i, RemoveToxics())]
     else:
         nodes = [f"n{b}" for b in range(1, opts.brokers + 1)]
         apart = PartitionNetwork(grudge_value(

@@ -7,7 +7,8 @@ late. With replica.lag.time.max.ms=1000 it must show:
 - in the ISR changes the live probe recorded: the leader drops that follower from the ISR
   while the toxic is on;
 - in the latency plot's series (p99 of ok sends per 1 s bucket, harness.report.derive): sends
-  wait for the late follower (acks=all) inside the toxic's windows, not outside them;
+  wait for the late follower (acks=all) inside the toxic's windows, until the shrink (about
+  1.5 s here: 1 s lag time plus the leader's check every 0.5 s), not between them;
 - the history stays valid (safe configuration), and the JUnit file says so.
 """
 
@@ -33,7 +34,7 @@ from tests.docker.conftest import record_timing
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 REPO = Path(__file__).resolve().parents[2]
-AFTER_S = 3.0  # an ISR change or a slow send this long after the toxic went still counts
+AFTER_S = 2.0  # an ISR change or a slow send this long after the toxic went still counts
 
 
 def _toxics(history: list[Any]) -> list[tuple[int, int, str, str]]:
@@ -56,11 +57,11 @@ def test_toxic_between_leader_and_follower(node_image: str, tmp_path: Path) -> N
     r = subprocess.run(
         [sys.executable, "-c", "from harness.cli import main; main()", "campaign",
          "--runtime", "docker", "--scenario", "slow-follower", "--nemesis-interval", "5",
-         "--time-limit", "25", "--seed", "11", "--override", "replica.lag.time.max.ms=1000",
+         "--time-limit", "30", "--seed", "11", "--override", "replica.lag.time.max.ms=1000",
          "--name", "docker-slow-follower", "--store", str(tmp_path), "--junit", str(junit)],
         capture_output=True, text=True, timeout=900, cwd=REPO, env=dict(os.environ),
         check=False)
-    record_timing("toxic_pair_campaign_25s", time.monotonic() - t0)
+    record_timing("toxic_pair_campaign_30s", time.monotonic() - t0)
     run = (tmp_path / "docker-slow-follower" / "latest").resolve()
     assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
     results = json.loads((run / "results.json").read_text())
@@ -79,21 +80,24 @@ def test_toxic_between_leader_and_follower(node_image: str, tmp_path: Path) -> N
               and w[0] <= c["time_ns"] <= w[1] + AFTER_S * 1e9]
     assert shrunk, (toxics, isr)
 
-    # the latency series: slow sends inside the windows, not outside
+    # the latency series: slow sends inside the windows (late fetch responses hold acks=all
+    # sends until the shrink), not between them (after the first window: before it, the
+    # clients start up)
     series = latency_quantiles(pairs(history), 1.0)["send"]
-
-    def inside(x_s: float) -> bool:
-        return any(w[0] <= x_s * 1e9 <= w[1] + AFTER_S * 1e9 for w in toxics)
-
-    p99 = list(zip(series.x, series.ys["p99"], strict=True))
-    slow_in = max(y or 0.0 for x, y in p99 if inside(x))
-    outside = sorted(y or 0.0 for x, y in p99 if not inside(x))
+    p99 = [(x * 1e9, y or 0.0) for x, y in zip(series.x, series.ys["p99"], strict=True)]
+    print("send p99 per second:", [(round(x / 1e9, 1), round(y)) for x, y in p99])
+    per_window = [max([y for x, y in p99 if w[0] <= x <= w[1] + AFTER_S * 1e9] or [0.0])
+                  for w in toxics]
+    outside = sorted(y for x, y in p99 if x > toxics[0][0] and not any(
+        w[0] <= x <= w[1] + AFTER_S * 1e9 for w in toxics))
     assert outside, p99
     typical_out = outside[len(outside) // 2]
-    print(f"send p99 inside the toxic windows up to {slow_in:.0f} ms, median p99 outside "
-          f"{typical_out:.0f} ms")
-    assert slow_in >= 1500, p99
-    assert typical_out < slow_in / 3, p99
+    slow_in = max(per_window)
+    print(f"send p99 up to {slow_in:.0f} ms in the toxic windows ({per_window}), median "
+          f"{typical_out:.0f} ms between them")
+    assert slow_in >= 1000, p99
+    assert sum(y >= 1000 for y in per_window) * 2 >= len(per_window), per_window
+    assert typical_out < slow_in / 2, p99
 
     # the JUnit file: a valid run, one case per checker and live invariant
     root = ET.parse(junit).getroot()
