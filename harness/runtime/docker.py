@@ -666,6 +666,9 @@ class DockerRuntime(Runtime):
             try:
                 self._start_cluster()
             except BaseException:
+                # the containers' logs say why; stop() removes them, collect_logs copies these
+                with contextlib.suppress(Exception):
+                    self.collect_logs(self.base_dir / "start-failure-logs")
                 self.stop()
                 raise
             self.timings["start_s"] = round(time.monotonic() - t0, 3)
@@ -720,14 +723,25 @@ class DockerRuntime(Runtime):
         self.node_dir("proxy").mkdir(parents=True, exist_ok=True)
         for i in range(1, self.brokers + 1):
             self._write_config(i)
+        t0 = time.monotonic()
+
+        def phase(name: str) -> None:  # seconds of each step, in runtime.json (timings)
+            self.timings[f"{name}_s"] = round(time.monotonic() - t0, 3)
+
         if self.recipe.zookeeper:
             self.compose("up", "-d", "--no-build", ZOOKEEPER_NODE, "proxy")
+            phase("zookeeper_proxy_up")
             self._wait_zookeeper()
+            phase("zookeeper_ready")
         else:
             self.compose("up", "-d", "--no-build", "proxy")
+            phase("proxy_up")
         self._setup_proxies()
+        phase("proxy_links")
         self.compose("up", "-d", "--no-build", *self.nodes)
+        phase("brokers_up")
         self.wait_ready(every=True)
+        phase("brokers_ready")
 
     def _write_config(self, i: int) -> None:
         d = self.node_dir(node_name(i))
@@ -936,6 +950,11 @@ class DockerRuntime(Runtime):
         run_dir = Path(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         written: list[Path] = []
+        early = self.base_dir / "start-failure-logs"
+        if self.stopped and early.is_dir() and early != run_dir:
+            for src in sorted(early.glob("*.log")):  # what a failed start left
+                shutil.copyfile(src, run_dir / src.name)
+                written.append(run_dir / src.name)
         zk = (ZOOKEEPER_NODE,) if self.recipe.zookeeper else ()
         for node in (*zk, "proxy", *self.nodes):
             path = run_dir / ("zookeeper.log" if node == ZOOKEEPER_NODE else f"{node}.log")
