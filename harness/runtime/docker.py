@@ -919,7 +919,7 @@ class DockerRuntime(Runtime):
                 break  # a broker exited during start-up
             if self.recipe.ready_kind == "command":
                 codes = [docker("exec", self.container(node_name(i)),
-                                *self.recipe.ready_command, check=False,
+                                *self._ready_command(i), check=False,
                                 timeout_s=20).returncode for i in want]
                 if want and not any(codes):
                     return
@@ -941,6 +941,12 @@ class DockerRuntime(Runtime):
         waited = timeout_s - max(0.0, deadline - time.monotonic())
         raise DockerError(f"cluster not ready after {waited:.0f} s: {last}"
                           + (f"; exited: {tails}" if tails else ""))
+
+    def _ready_command(self, i: int) -> list[str]:
+        """The recipe's ready.command for broker i, its placeholders filled with addresses."""
+        values = {k: v.replace("${HIWATER_NET}", self._addr(0).rsplit(".", 1)[0])
+                  for k, v in recipe_values(self.recipe, i).items()}
+        return [c.format(**values) for c in self.recipe.ready_command]
 
     def _logs_tail(self, node: str, lines: int = 10) -> str:
         r = docker("logs", "--tail", str(lines), self.container(node), check=False)

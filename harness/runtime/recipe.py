@@ -25,9 +25,10 @@ A recipe is a small TOML file (docker/recipes/*.toml):
                                        #   (or "command": `docker exec` of ready.command, exit 0)
     timeout_s = 90
 
-Placeholders in `command` and `environment` values: `{broker_id}`, `{listen_host}` (the
-broker's own address), `{listen_port}` (9092), `{advertised_host}`/`{advertised_port}` (the
-proxy's link into this broker: what it must advertise so every connection crosses the proxy),
+Placeholders in `command`, `environment` values and `ready.command`: `{broker_id}`,
+`{listen_host}` (the broker's own address), `{listen_port}` (9092),
+`{advertised_host}`/`{advertised_port}` (the proxy's link into this broker: what it must
+advertise so every connection crosses the proxy),
 `{zookeeper_connect}`, `{data_dir}`, `{mount}`.
 
 `load_recipe` raises `RecipeError` (a ValueError: `hiwater campaign` prints it on one line and
@@ -146,7 +147,7 @@ def parse_recipe(data: dict[str, Any], path: Path | None = None) -> Recipe:
     if "zookeeper" in data and not isinstance(data["zookeeper"], bool):
         raise RecipeError(f"{where}: 'zookeeper' must be true or false")
     env = {str(k): str(v) for k, v in data.get("environment", {}).items()}
-    _check_placeholders(where, [*data["command"], *env.values()])
+    _check_placeholders(where, [*data["command"], *env.values(), *ready_command])
     return Recipe(
         name=data["name"], image=data["image"], command=tuple(data["command"]), mount=mount,
         data_dir=data["data_dir"], ready_kind=ready["kind"],
