@@ -536,8 +536,9 @@ app.add_typer(docker_app, name="docker", rich_help_panel=MORE)
 
 @docker_app.command("build")
 def docker_build(
-    base: Annotated[str, typer.Option(help="Base image (debian:bookworm-slim with a registry)."
-                                      )] = "hiwater/base:bookworm",
+    base: Annotated[str | None, typer.Option(
+        help="Base image (debian:bookworm-slim with a registry; default $HIWATER_DOCKER_BASE, "
+        "else hiwater/base:bookworm, debootstrapped).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Rebuild without the cache.")] = False,
 ) -> None:
     """Build the base image (debootstrap) and the node image, each only when missing.

@@ -91,6 +91,8 @@ from harness.runtime.recipe import Recipe, hiwater_recipe
 
 REPO = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "hiwater/base:bookworm"
+# where a registry is reachable (users' CI), e.g. debian:bookworm-slim instead of debootstrap
+BASE_ENV = "HIWATER_DOCKER_BASE"
 NODE_REPO = "hiwater/node"
 LABEL = "hiwater.run"
 OWNER_LABEL = "hiwater.pid"
@@ -275,10 +277,16 @@ def _build_lock(timeout_s: float = BUILD_TIMEOUT_S) -> Iterator[None]:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
-def build_images(base: str = BASE_IMAGE, force: bool = False,
+def default_base() -> str:
+    return os.environ.get(BASE_ENV) or BASE_IMAGE
+
+
+def build_images(base: str | None = None, force: bool = False,
                  log: Callable[[str], None] = print, root: Path = REPO) -> str:
     """Make sure the node image for this tree exists (building what is missing, with Docker's
-    cache) and return its reference `hiwater/node:src-<hash>`."""
+    cache) and return its reference `hiwater/node:src-<hash>`. The base: `base`, else
+    $HIWATER_DOCKER_BASE, else the debootstrapped hiwater/base:bookworm."""
+    base = base or default_base()
     require_engine()
     with _build_lock():
         return _build_images(base, force, log, root)
@@ -578,7 +586,7 @@ class DockerRuntime(Runtime):
         bugs: Iterable[str] = (),
         *,
         image: str | None = None,
-        base_image: str = BASE_IMAGE,
+        base_image: str | None = None,
         zk_tick_ms: int = 500,
         ready_timeout_s: float | None = None,
         pause_mode: str = "freeze",
@@ -604,7 +612,7 @@ class DockerRuntime(Runtime):
         if self.bugs:
             self.overrides["hiwater.bugs"] = ",".join(self.bugs)
         self.image = image
-        self.base_image = base_image
+        self.base_image = base_image or default_base()
         self.zk_tick_ms = zk_tick_ms
         self.ready_timeout_s = (self.recipe.ready_timeout_s if ready_timeout_s is None
                                 else ready_timeout_s)
@@ -974,10 +982,10 @@ class DockerRuntime(Runtime):
                 path.unlink(missing_ok=True)  # no such container (the start failed early)
         for i in range(1, self.brokers + 1):
             cfg = self.recipe.config_file
-            src = self.recipe.host_path(self.node_dir(node_name(i)), cfg) if cfg else None
-            if src is not None and src.exists():
+            conf = self.recipe.host_path(self.node_dir(node_name(i)), cfg) if cfg else None
+            if conf is not None and conf.exists():
                 dst = run_dir / f"{node_name(i)}.server.properties"
-                shutil.copyfile(src, dst)
+                shutil.copyfile(conf, dst)
                 written.append(dst)
         info = {
             "runtime": "docker", "run_id": self.run_id, "project": self.project,
