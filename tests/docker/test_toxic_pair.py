@@ -56,12 +56,12 @@ def test_toxic_between_leader_and_follower(node_image: str, tmp_path: Path) -> N
     t0 = time.monotonic()
     r = subprocess.run(
         [sys.executable, "-c", "from harness.cli import main; main()", "campaign",
-         "--runtime", "docker", "--scenario", "slow-follower", "--nemesis-interval", "5",
-         "--time-limit", "30", "--seed", "11", "--override", "replica.lag.time.max.ms=1000",
+         "--runtime", "docker", "--scenario", "slow-follower", "--nemesis-interval", "4",
+         "--time-limit", "22", "--seed", "11", "--override", "replica.lag.time.max.ms=1000",
          "--name", "docker-slow-follower", "--store", str(tmp_path), "--junit", str(junit)],
         capture_output=True, text=True, timeout=900, cwd=REPO, env=dict(os.environ),
         check=False)
-    record_timing("toxic_pair_campaign_30s", time.monotonic() - t0)
+    record_timing("toxic_pair_campaign_22s", time.monotonic() - t0)
     run = (tmp_path / "docker-slow-follower" / "latest").resolve()
     assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
     results = json.loads((run / "results.json").read_text())
