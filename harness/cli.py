@@ -322,6 +322,12 @@ Scenarios (--scenario, scripted instead of --nemesis, paced by
   crash-leader-then-successor   a leader, then its successor, crash
   crash-leader-then-follower    a leader, then a follower, crash
   isolated-leaders-crash        brokers cut apart, then a leader crashes
+  slow-follower                 2 s latency from a leader to one follower
+                                (docker: a proxy link per pair of brokers)
+
+Docker (--runtime docker): --recipe FILE runs another broker image
+(docker/recipes/); --docker-pause sigstop pauses by SIGSTOP instead of
+the cgroup freezer. --junit FILE writes the results as JUnit XML.
 
 Exit codes: 0 valid, 1 anomalies outside the policy, 2 unknown, 3 error.
 """
