@@ -366,7 +366,15 @@ def labelled(kind: str, run_id: str | None = None) -> list[tuple[str, dict[str, 
         ids = _out("volume", "ls", "-q", "--filter", flt).split()
     if not ids:
         return []
-    inspect = json.loads(_out(kind, "inspect", *ids))
+    r = docker(kind, "inspect", *ids, check=False)
+    if r.returncode == 0:
+        inspect = json.loads(r.stdout)
+    else:  # one went between the listing and here (another run's sweep): the rest, one by one
+        inspect = []
+        for i in ids:
+            one = docker(kind, "inspect", i, check=False)
+            if one.returncode == 0:
+                inspect.extend(json.loads(one.stdout))
     out = []
     for obj in inspect:
         labels = (obj.get("Config") or {}).get("Labels") if kind == "container" \

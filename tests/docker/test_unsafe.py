@@ -7,7 +7,7 @@ tests/campaign/test_campaign.py (docs/recipes.md), each one short campaign with
 - lose-unflushed of all brokers at once (the bind-mounted data dirs cut to the recovery point);
 - `--bug truncate_to_hw`, scenario crash-leader-then-successor.
 
-One test per recipe (pytest-xdist spreads them), each with a second try (see below).
+One test per recipe (pytest-xdist spreads them), each with up to three tries (see below).
 Times are recorded in store/docker-test-timings.json.
 """
 
@@ -35,9 +35,10 @@ def test_unsafe_configuration_is_detected_in_docker(name: str, node_image: str,
     recipe = next(r for r in RECIPES if r.name == name)
     assert recipe.expect == "loss"
     lines = []
-    # a second try for each: the scripted crashes land later in Docker (a `docker kill` took
-    # over a second of the loaded machine), and truncate_to_hw's window was missed once in 3
-    for attempt in range(1, max(recipe.attempts, 2) + 1):
+    # three tries for each: the scripted crashes land later in Docker (a `docker kill` took
+    # over a second of the loaded machine); missed here once each in 4 runs: truncate_to_hw's
+    # window, and the isolated leaders' exposed records (unclean, min ISR 1)
+    for attempt in range(1, max(recipe.attempts, 3) + 1):
         opts = CampaignOptions(name=f"docker-{name}", store=tmp_path, runtime="docker",
                                **COMMON, **recipe.opts)
         t0 = time.monotonic()
