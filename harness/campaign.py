@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_ERROR = 0, 1, 2, 3
 PROBE_INTERVAL_S = 1.0
+ISR_CHANGES_MAX = 5000
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,10 @@ class CampaignOptions:
     # cluster (local runtime) or an existing one
     bootstrap: str | None = None
     runtime: str = "local"  # local | docker (harness.runtime.docker) when no bootstrap
+    # docker: the brokers' node recipe (harness/runtime/recipe.py; default: hiwater's own)
+    recipe: Path | None = None
+    # docker: how a pause is made: "freeze" (docker pause) or "sigstop" (the broker process)
+    docker_pause: str = "freeze"
     brokers: int = 3
     replication_factor: int = 3
     min_insync_replicas: int = 2
@@ -112,6 +117,24 @@ class CampaignOptions:
         if self.scenario is not None and self.scenario not in SCENARIOS:
             raise ValueError(f"--scenario must be one of {', '.join(SCENARIOS)}; "
                              f"got {self.scenario!r}")
+        if (self.recipe is not None or self.docker_pause != "freeze") and \
+                self.runtime != "docker":
+            raise ValueError("--recipe and --docker-pause need --runtime docker")
+        from harness.runtime.docker import PAUSE_MODES
+
+        if self.docker_pause not in PAUSE_MODES:
+            raise ValueError(f"--docker-pause must be one of {', '.join(PAUSE_MODES)}; got "
+                             f"{self.docker_pause!r}")
+        if self.recipe is not None:
+            from harness.runtime.recipe import load_recipe
+
+            r = load_recipe(self.recipe)
+            if r.max_brokers is not None and self.brokers > r.max_brokers:
+                raise ValueError(f"recipe {r.name} runs at most {r.max_brokers} broker(s); "
+                                 f"got --brokers {self.brokers}")
+        if self.scenario == "slow-follower" and self.runtime != "docker":
+            raise ValueError("--scenario slow-follower needs --runtime docker (a proxy link "
+                             "per pair of brokers)")
         from harness.preflight import check_options
 
         check_options(self)  # every other value (issue #16)
@@ -119,6 +142,7 @@ class CampaignOptions:
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["store"] = str(self.store)
+        d["recipe"] = None if self.recipe is None else str(self.recipe)
         d["broker_overrides"] = dict(self.broker_overrides)
         d["topic_configs"] = dict(self.topic_configs)
         return d
@@ -182,13 +206,21 @@ class LiveProbe(threading.Thread):
       same process (a restart starts over, as in Kafka: the broker relearns them);
     - single_leader_per_epoch: two brokers never claim leadership of a partition in the same
       leader epoch (across all samples of the run).
+
+    It also keeps the ISR each leader reported whenever it changed (`isr`: time on the
+    history's clock, partition, leader, leader epoch, ISR; at most ISR_CHANGES_MAX), so a
+    shrink under a fault shows in results.json next to the fault's window.
     """
 
-    def __init__(self, runtime: Runtime | None, stop: threading.Event) -> None:
+    def __init__(self, runtime: Runtime | None, stop: threading.Event,
+                 clock_ns: Callable[[], int] | None = None) -> None:
         super().__init__(name="live-probe", daemon=True)
         self.runtime = runtime
         self.stop_event = stop
+        self.clock_ns = clock_ns or time.monotonic_ns
         self.samples = 0
+        self.isr_changes: list[dict[str, Any]] = []
+        self._isr: dict[tuple[str, int], tuple[int, int, tuple[int, ...]]] = {}
         self.violations: list[dict[str, Any]] = []
         self._leaders: dict[tuple[str, int, int], int] = {}
         self._last: dict[tuple[str, int], tuple[int, int]] = {}  # (node, pid) -> epochs
@@ -225,12 +257,22 @@ class LiveProbe(threading.Thread):
                 self._violate("leader_epoch_monotonic", node=node, tp=tp, was=last, now=epoch)
             self._last_replica[rkey] = epoch
             if r["role"] == "leader":
+                self._note_isr(tp, int(s["broker_id"]), epoch, r.get("isr", ()))
                 claim = (*tp, epoch)
                 me = int(s["broker_id"])
                 other = self._leaders.setdefault(claim, me)
                 if other != me:
                     self._violate("single_leader_per_epoch", tp=tp, leader_epoch=epoch,
                                   leaders=sorted({other, me}))
+
+    def _note_isr(self, tp: tuple[str, int], leader: int, epoch: int, isr: Any) -> None:
+        now = (leader, epoch, tuple(sorted(int(b) for b in isr)))
+        if self._isr.get(tp) == now or len(self.isr_changes) >= ISR_CHANGES_MAX:
+            return
+        self._isr[tp] = now
+        self.isr_changes.append({"time_ns": self.clock_ns(), "topic": tp[0],
+                                 "partition": tp[1], "leader": leader, "leader_epoch": epoch,
+                                 "isr": list(now[2])})
 
     def run(self) -> None:
         if self.runtime is None:
@@ -249,7 +291,7 @@ class LiveProbe(threading.Thread):
 
     def result(self) -> dict[str, Any]:
         return {"samples": self.samples, "violations": self.violations,
-                "valid?": not self.violations}
+                "valid?": not self.violations, "isr": self.isr_changes}
 
 
 # ---------------------------------------------------------------------------------------
@@ -272,9 +314,12 @@ def _runtime(opts: CampaignOptions, run_dir: Path) -> Runtime:
         return ExistingClusterRuntime(opts.bootstrap)
     if opts.runtime == "docker":
         from harness.runtime.docker import DockerRuntime
+        from harness.runtime.recipe import load_recipe
 
+        recipe = None if opts.recipe is None else load_recipe(opts.recipe)
         return DockerRuntime(run_dir / "cluster", opts.brokers, opts.server_properties(),
-                             opts.bugs, log=log.info)
+                             opts.bugs, recipe=recipe, pause_mode=opts.docker_pause,
+                             log=log.info)
     from harness.runtime.local import LocalRuntime
 
     return LocalRuntime(run_dir / "cluster", opts.brokers, opts.server_properties(), opts.bugs)
@@ -333,7 +378,13 @@ SCENARIOS: dict[str, str] = {
         "replica.lag.time.max.ms each leader shrinks its ISR to itself and goes on alone; then "
         "X crashes, the network heals and X starts again (only an unclean election brings "
         "its partitions back meanwhile); 4 s later the next round.",
+    "slow-follower":
+        "a 2 s latency toxic on what the leader of the first key's partition sends one of its "
+        "followers (their own proxy link: the docker runtime) for I s, then removed; I s "
+        "later the next round. The follower's fetches lag: acks=all sends wait for it until "
+        "the leader drops it from the ISR (replica.lag.time.max.ms), and it comes back after.",
 }
+SLOW_FOLLOWER_LATENCY_MS = 2000
 
 
 def _victims(runtime: Runtime, prefix: str, scenario: str) -> dict[str, Any]:
@@ -414,8 +465,11 @@ def _scenario(opts: CampaignOptions) -> Any:
         Fault,
         HealNetwork,
         KillNode,
+        LeaderOf,
         PartitionNetwork,
+        RemoveToxics,
         StartNode,
+        Toxic,
         grudge_value,
     )
     from nemesis.packages import Package
@@ -464,6 +518,10 @@ def _scenario(opts: CampaignOptions) -> Any:
         steps = [(i, kill["X"]), (session_s / 2, kill["Y"]), (i, StartNode())]
     elif scenario == "crash-leader-then-follower":
         steps = [(i, kill["X"]), (session_s * 3 / 4, kill["Y"]), (i, StartNode())]
+    elif scenario == "slow-follower":
+        slow = Toxic(targets=LeaderOf(f"{prefix}0", 0), source="one", toxic_type="latency",
+                     attributes=(("latency", SLOW_FOLLOWER_LATENCY_MS), ("jitter", 0)))
+        steps = [(i, slow), (i, RemoveToxics())]
     else:
         nodes = [f"n{b}" for b in range(1, opts.brokers + 1)]
         apart = PartitionNetwork(grudge_value(
@@ -539,7 +597,7 @@ def _main_phase(opts: CampaignOptions, runtime: Runtime, run_dir: Path, results:
     stop = threading.Event()
     abort = threading.Event()
     deadline = time.monotonic() + opts.time_limit_s
-    probe = LiveProbe(runtime, abort)
+    probe = LiveProbe(runtime, abort, recorder.elapsed_ns)
     probe.settings.wanted = _workload_topic(opts)
     if opts.bootstrap is None:
         probe.start()

@@ -347,6 +347,12 @@ Scenarios (--scenario, scripted instead of --nemesis, paced by
   crash-leader-then-successor   a leader, then its successor, crash
   crash-leader-then-follower    a leader, then a follower, crash
   isolated-leaders-crash        brokers cut apart, then a leader crashes
+  slow-follower                 2 s latency from a leader to one follower
+                                (docker: a proxy link per pair of brokers)
+
+Docker (--runtime docker): --recipe FILE runs another broker image
+(docker/recipes/); --docker-pause sigstop pauses by SIGSTOP instead of
+the cgroup freezer. --junit FILE writes the results as JUnit XML.
 
 Exit codes: 0 valid, 1 anomalies outside the policy, 2 unknown, 3 error.
 """
@@ -422,9 +428,18 @@ def campaign_cmd(
     runtime: Annotated[str, typer.Option(
         metavar="NAME", help="local (127.0.0.x processes) or docker.",
         rich_help_panel=CLUSTER)] = "local",
+    recipe: Annotated[Path | None, typer.Option(
+        "--recipe", metavar="FILE", help="docker: the brokers' node recipe (docker/recipes/).",
+        rich_help_panel=CLUSTER)] = None,
+    docker_pause: Annotated[str, typer.Option(
+        "--docker-pause", metavar="HOW", help="docker: pause by freeze (docker pause) or "
+        "sigstop (the broker process).", rich_help_panel=FAULTS)] = "freeze",
     repeat: Annotated[int, typer.Option(
         metavar="K", help="K campaigns in a row, seed +1 each (for hiwater analyze).",
         rich_help_panel=OUTPUT)] = 1,
+    junit: Annotated[Path | None, typer.Option(
+        "--junit", metavar="FILE", help="Also write the results as JUnit XML (for CI).",
+        rich_help_panel=OUTPUT)] = None,
 ) -> None:
     """Run a Jepsen-style campaign on a local cluster.
 
@@ -439,6 +454,8 @@ def campaign_cmd(
     try:
         if repeat < 1:
             raise ValueError(f"--repeat must be at least 1; got {repeat}")
+        if junit is not None and junit.is_dir():
+            raise ValueError(f"--junit {junit}: is a directory")
         for o in override or []:
             if "=" not in o or not o.split("=", 1)[0].strip():
                 raise ValueError(f"--override needs key=value; got {o!r}")
@@ -453,7 +470,8 @@ def campaign_cmd(
             broker_overrides=dict(o.split("=", 1) for o in override or []),
             acks=acks, idempotence=idempotence, concurrency=concurrency, rate=rate,
             sub_via=tuple(x for x in sub_via.split(",") if x), crash_clients=crash_clients,
-            bootstrap=bootstrap, store=store, runtime=runtime)
+            bootstrap=bootstrap, store=store, runtime=runtime, recipe=recipe,
+            docker_pause=docker_pause)
         # what the values alone cannot tell; all before anything starts (issue #16)
         if "leader" in opts.nemesis_targets and not opts.target_leader:
             raise ValueError("--nemesis-targets leader needs --target-leader")
@@ -472,6 +490,7 @@ def campaign_cmd(
     faults = opts.scenario or ",".join(opts.nemesis)
     base = opts.seed if opts.seed is not None else random.randrange(1 << 31)
     codes = []
+    junit_runs: list[tuple[Path | None, dict[str, object]]] = []
     for i in range(max(1, repeat)):
         if repeat > 1:
             opts = dataclasses.replace(opts, seed=base + i)
@@ -484,6 +503,11 @@ def campaign_cmd(
         if "error" in result.results:
             typer.echo(f"error: {result.results['error']}", err=True)
         codes.append(result.exit_code)
+        if junit is not None:  # rewritten after each run: a cut-short --repeat keeps its runs
+            from harness.junit import write_junit
+
+            junit_runs.append((result.run_dir, result.results))
+            write_junit(junit, junit_runs)
     raise typer.Exit(max(codes))
 
 
@@ -546,8 +570,9 @@ app.add_typer(docker_app, name="docker", rich_help_panel=MORE)
 
 @docker_app.command("build")
 def docker_build(
-    base: Annotated[str, typer.Option(help="Base image (debian:bookworm-slim with a registry)."
-                                      )] = "hiwater/base:bookworm",
+    base: Annotated[str | None, typer.Option(
+        help="Base image (debian:bookworm-slim with a registry; default $HIWATER_DOCKER_BASE, "
+        "else hiwater/base:bookworm, debootstrapped).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Rebuild without the cache.")] = False,
 ) -> None:
     """Build the base image (debootstrap) and the node image, each only when missing.

@@ -67,6 +67,23 @@ def _without_node(changed: FaultReport) -> FaultReport:
     return changed
 
 
+def _pair_toxics(fault: Toxic, target: str, runtime: Cluster, rng: random.Random,
+                 focus: LeaderOf | None) -> FaultReport:
+    """The toxic on the links from each source node into `target`: {source: toxic name}.
+    Named specs ("one", "all", ...) choose among the other nodes."""
+    assert fault.source is not None
+    others = tuple(n for n in runtime.nodes if n != target)
+    if isinstance(fault.source, str) and fault.source not in ("leader", "controller"):
+        sources = choose(fault.source, others, rng)
+    else:
+        sources = tuple(n for n in resolve(fault.source, runtime, rng, focus) if n != target)
+    if not sources:
+        raise TargetError(f"no source other than {target}")
+    return {s: runtime.add_toxic(target, fault.toxic_type, dict(fault.attributes),
+                                 stream=fault.stream, toxicity=fault.toxicity,
+                                 source=s)["toxic"] for s in sources}
+
+
 def partition_grudge(fault: PartitionNetwork, runtime: Cluster, rng: random.Random,
                      focus: LeaderOf | None) -> dict[str, tuple[str, ...]]:
     nodes = list(runtime.nodes)
@@ -146,6 +163,9 @@ def _execute(fault: Fault, runtime: Cluster, rng: random.Random,
         return heal_all(runtime)
     if isinstance(fault, Toxic):
         nodes = resolve(fault.targets, runtime, rng, focus)
+        if fault.source is not None:
+            return _each(nodes, lambda n: {"result": _pair_toxics(fault, n, runtime, rng,
+                                                                  focus)})
         return _each(nodes, lambda n: {"result": runtime.add_toxic(
             n, fault.toxic_type, dict(fault.attributes), stream=fault.stream,
             toxicity=fault.toxicity)["toxic"]})

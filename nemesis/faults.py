@@ -181,18 +181,30 @@ class CleanRestart(_Targeted):
 @dataclass(frozen=True, slots=True)
 class Toxic(_Targeted):
     """A Toxiproxy toxic on the link into the target brokers. `attributes` is a tuple of
-    (name, value) pairs, e.g. `(("latency", 100), ("jitter", 20))`."""
+    (name, value) pairs, e.g. `(("latency", 100), ("jitter", 20))`. With `source` (a node spec
+    chosen among the other brokers) only the links from the source brokers into the targets
+    (runtimes with per-pair links: docker); downstream is then what a target sends to a source,
+    e.g. `Toxic(targets="leader", source="one")`: a leader's fetch responses to one follower."""
 
     f: ClassVar[str] = "toxic"
     toxic_type: str = "latency"
     attributes: tuple[tuple[str, Any], ...] = (("latency", 100), ("jitter", 20))
     stream: str = "downstream"
     toxicity: float = 1.0
+    source: NodeSpec | None = None
+
+    def __post_init__(self) -> None:
+        check_spec(self.targets)
+        if self.source is not None:
+            check_spec(self.source)
 
     def describe(self) -> Any:
-        return {"targets": describe_spec(self.targets), "type": self.toxic_type,
-                "attributes": dict(self.attributes), "stream": self.stream,
-                "toxicity": self.toxicity}
+        out = {"targets": describe_spec(self.targets), "type": self.toxic_type,
+               "attributes": dict(self.attributes), "stream": self.stream,
+               "toxicity": self.toxicity}
+        if self.source is not None:
+            out["source"] = describe_spec(self.source)
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -121,8 +121,10 @@ class Cluster(Protocol):
         ...
 
     def add_toxic(self, node: str, toxic_type: str, attributes: Mapping[str, object], *,
-                  stream: str = "downstream", toxicity: float = 1.0) -> FaultReport:
-        """A Toxiproxy toxic on the link into `node`; the report's `toxic` names it."""
+                  stream: str = "downstream", toxicity: float = 1.0,
+                  source: str | None = None) -> FaultReport:
+        """A Toxiproxy toxic on the link into `node` (with `source`: only on the connections
+        from that node); the report's `toxic` names it."""
         ...
 
     def remove_toxics(self, node: str | None = None) -> FaultReport:

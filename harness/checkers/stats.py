@@ -39,6 +39,7 @@ FAULT_PAIRS: Final[Mapping[str, frozenset[str]]] = {
     "slow-link": frozenset({"heal-network", "fast-link"}),
     "skew-clock": frozenset({"reset-clock"}),
     "clog-link": frozenset({"unclog-link", "heal-network"}),
+    "toxic": frozenset({"stop-toxic", "heal"}),
 }
 
 

@@ -250,8 +250,10 @@ class Runtime(abc.ABC):
         *,
         stream: str = "downstream",
         toxicity: float = 1.0,
+        source: str | None = None,
     ) -> FaultReport:
-        """A Toxiproxy toxic on the link into `node` (every connection to that broker)."""
+        """A Toxiproxy toxic on the link into `node` (every connection to that broker; with
+        `source`, only the connections from that broker, where the runtime has such links)."""
 
     @abc.abstractmethod
     def remove_toxics(self, node: str | None = None) -> FaultReport: ...

@@ -20,22 +20,31 @@ A run (`run_id`, every container, network and volume labelled `hiwater.run=<run_
 Traffic: broker i listens on its own address, port 9092, and advertises the proxy's
 `.11:(9100+i)`; the proxy forwards that port to broker i. Clients (on the host) and the other
 brokers reach broker i only through the proxy, so a toxic on `n<i>` applies to every
-connection into broker i, between containers too (as `LocalRuntime(proxies=True)`). Brokers
-talk to ZooKeeper directly.
+connection into broker i, between containers too (as `LocalRuntime(proxies=True)`). Besides,
+with up to 9 brokers, every ordered pair of brokers has a link of its own: in the proxy
+container a nat rule redirects broker s's connections to port 9100+d to the link
+`n<s>-to-n<d>` (port 20000+100 s+d), so `add_toxic(d, ..., source=s)` slows (or cuts) only
+what goes between s and d: with `stream="downstream"`, what d sends to s (d's answers to s's
+requests: a leader d's fetch responses to its follower s). Brokers talk to ZooKeeper directly.
 
 Faults:
 
 - `kill`: `docker kill -s KILL` (the broker is the container's PID 1: the container stops);
   `stop_node`: `docker stop` (SIGTERM: controlled shutdown); `start_node`: `docker start`
-  (after ZooKeeper has dropped the old registration); `pause`/`resume`: `docker pause` (the
-  cgroup freezer: SIGSTOP's effect, the processes cannot see or catch it) / `docker unpause`;
+  (after ZooKeeper has dropped the old registration); `pause`/`resume`: with
+  `pause_mode="freeze"` (the default) `docker pause` (the cgroup freezer: the processes cannot
+  see or catch it) / `docker unpause`; with `pause_mode="sigstop"` SIGSTOP / SIGCONT of the
+  broker process (`docker kill -s STOP`: sent from outside its PID namespace, so it reaches
+  the container's PID 1; a GC pause as the local runtime makes one);
 - `wipe`, `lose_unflushed`, `corrupt_segment`: `harness.runtime.disk` on the bind mount;
 - `partition`/`heal`: iptables inside the two containers that are never paused or killed. A
   grudge "dst ignores src" between brokers is two rules in the proxy container: src's packets
   to dst's proxy port (`INPUT -s src --dport P(dst)`) and the proxy's packets that carry src's
   answers to dst (`OUTPUT -d dst --sport P(src)`), exactly what LocalRuntime drops on
-  loopback; between a broker and ZooKeeper the rule is in the ZooKeeper container
-  (`INPUT -s broker` / `OUTPUT -d broker`). `heal` flushes both containers' INPUT/OUTPUT.
+  loopback (matched on the connection's original destination port, `-m conntrack
+  --ctorigdstport`, so the per-pair redirects change nothing); between a broker and ZooKeeper
+  the rule is in the ZooKeeper container (`INPUT -s broker` / `OUTPUT -d broker`). `heal`
+  flushes both containers' INPUT/OUTPUT (the nat table's redirects stay).
 
 Everything of the run is removed by `stop()` (idempotent), also at interpreter exit or on
 SIGTERM/SIGHUP (`harness.runtime.cleanup`); containers, networks and volumes of runs whose
@@ -52,6 +61,7 @@ import ipaddress
 import json
 import os
 import random
+import re
 import secrets
 import shutil
 import subprocess
@@ -77,15 +87,23 @@ from harness.runtime.base import (
     normalize_grudge,
 )
 from harness.runtime.disk import corrupt_segment_in, lose_unflushed_in, wipe_data_dir
+from harness.runtime.recipe import Recipe, hiwater_recipe
 
 REPO = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "hiwater/base:bookworm"
+# where a registry is reachable (users' CI), e.g. debian:bookworm-slim instead of debootstrap
+BASE_ENV = "HIWATER_DOCKER_BASE"
 NODE_REPO = "hiwater/node"
 LABEL = "hiwater.run"
 OWNER_LABEL = "hiwater.pid"
 BROKER_PORT = 9092
 ADMIN_PORT = 9093
 PROXY_BASE_PORT = 9100
+# per-pair links: broker s's connections to broker d's proxy port are redirected (nat
+# PREROUTING in the proxy container) to a link of their own, `pair_link(s, d)`, on
+# PAIR_BASE_PORT + 100 s + d; for up to PAIR_LINKS_MAX_BROKERS brokers (n (n-1) links)
+PAIR_BASE_PORT = 20000
+PAIR_LINKS_MAX_BROKERS = 9
 TOXIPROXY_API_PORT = 8474
 ZK_PORT = 2181
 ZK_HOST, PROXY_HOST, BROKER_HOST0 = 10, 11, 20
@@ -97,12 +115,19 @@ CONTEXT_FILES = ("pyproject.toml", "uv.lock", "docker/node/Dockerfile")
 # pyproject.toml names a readme; the dependency layer gets a fixed one, so that README edits
 # do not invalidate it (they did: every README change re-ran `uv sync`)
 README_PLACEHOLDER = b"# hiwater\n\nThe node image of harness/runtime/docker.py.\n"
-# what a node runs (broker, ZooKeeper, proxy) imports only these: harness/ and spec/ edits
-# need no rebuild
-SOURCE_DIRS = ("core", "broker", "nemesis")
+# what a node runs (broker, ZooKeeper, proxy) imports only these: harness/, spec/ and the
+# nemesis's schedules, faults and executors (run by the harness on the host) need no rebuild
+SOURCE_DIRS = ("core", "broker", "nemesis/toxiproxy")
+SOURCE_FILES = ("nemesis/__init__.py",)
+# node image tags kept besides the one just built (other worktrees and branches of this
+# machine use theirs: removing them made each build elsewhere start from the source layer)
+NODE_TAGS_KEPT = 4
 # the build machine's locally trusted CAs (Debian's place for them), copied into the image so
 # pip and uv inside the build trust what the host trusts (e.g. a TLS-inspecting egress proxy)
 LOCAL_CA_DIR = Path("/usr/local/share/ca-certificates")
+
+
+PAUSE_MODES = ("freeze", "sigstop")
 
 
 class DockerError(ClusterRuntimeError):
@@ -175,6 +200,8 @@ def _context_paths(root: Path) -> list[tuple[str, Path]]:
     out = [(f, root / f) for f in CONTEXT_FILES]
     out.append(("deps/packages.txt", root / "docker/node/packages.txt"))
     out.append(("src/docker/node/entrypoint.sh", root / "docker/node/entrypoint.sh"))
+    for f in SOURCE_FILES:
+        out.append((f"src/{f}", root / f))
     for d in SOURCE_DIRS:
         for p in sorted((root / d).rglob("*")):
             if p.is_file() and "__pycache__" not in p.parts and not p.name.endswith(".pyc"):
@@ -250,10 +277,16 @@ def _build_lock(timeout_s: float = BUILD_TIMEOUT_S) -> Iterator[None]:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
-def build_images(base: str = BASE_IMAGE, force: bool = False,
+def default_base() -> str:
+    return os.environ.get(BASE_ENV) or BASE_IMAGE
+
+
+def build_images(base: str | None = None, force: bool = False,
                  log: Callable[[str], None] = print, root: Path = REPO) -> str:
     """Make sure the node image for this tree exists (building what is missing, with Docker's
-    cache) and return its reference `hiwater/node:src-<hash>`."""
+    cache) and return its reference `hiwater/node:src-<hash>`. The base: `base`, else
+    $HIWATER_DOCKER_BASE, else the debootstrapped hiwater/base:bookworm."""
+    base = base or default_base()
     require_engine()
     with _build_lock():
         return _build_images(base, force, log, root)
@@ -282,11 +315,20 @@ def _build_images(base: str, force: bool, log: Callable[[str], None], root: Path
         tail = (r.stdout + r.stderr).decode(errors="replace").strip().splitlines()[-15:]
         raise DockerError("docker build of the node image failed:\n" + "\n".join(tail))
     log(f"built {ref} in {time.monotonic() - t0:.1f} s")
-    # older source tags of the node image: their unique layers are only the source
-    for old in _out("image", "ls", "--format", "{{.Repository}}:{{.Tag}}", NODE_REPO).split():
-        if old.startswith(f"{NODE_REPO}:src-") and old != ref:
-            docker("image", "rm", old, check=False)
+    _prune_node_tags(ref)
     return ref
+
+
+def _prune_node_tags(keep: str) -> None:
+    """Remove the node image's source tags but the newest NODE_TAGS_KEPT (their unique layers
+    are only the source); a tag a container uses stays (docker refuses without -f)."""
+    listed = _out("image", "ls", "--format", "{{.Repository}}:{{.Tag}} {{.CreatedAt}}",
+                  NODE_REPO).splitlines()
+    tags = sorted((line.split(" ", 1) for line in listed if " " in line),
+                  key=lambda t: t[1], reverse=True)
+    old = [t for t, _ in tags if t.startswith(f"{NODE_REPO}:src-") and t != keep]
+    for tag in old[NODE_TAGS_KEPT:]:
+        docker("image", "rm", tag, check=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -324,7 +366,15 @@ def labelled(kind: str, run_id: str | None = None) -> list[tuple[str, dict[str, 
         ids = _out("volume", "ls", "-q", "--filter", flt).split()
     if not ids:
         return []
-    inspect = json.loads(_out(kind, "inspect", *ids))
+    r = docker(kind, "inspect", *ids, check=False)
+    if r.returncode == 0:
+        inspect = json.loads(r.stdout)
+    else:  # one went between the listing and here (another run's sweep): the rest, one by one
+        inspect = []
+        for i in ids:
+            one = docker(kind, "inspect", i, check=False)
+            if one.returncode == 0:
+                inspect.extend(json.loads(one.stdout))
     out = []
     for obj in inspect:
         labels = (obj.get("Config") or {}).get("Labels") if kind == "container" \
@@ -411,13 +461,45 @@ def host_address(subnet: ipaddress.IPv4Network, host: int) -> str:
     return str(subnet.network_address + host)
 
 
-def render_compose(brokers: int) -> str:
-    """The compose file of a run with `brokers` brokers. Values that differ between runs are
-    variables the runtime passes in the environment: HIWATER_RUN (the run id),
-    HIWATER_OWNER, HIWATER_IMAGE, HIWATER_NET (the network's first three octets), HIWATER_DIR
-    (the host directory with a sub-directory per node)."""
+def pair_link(src: int, dst: int) -> str:
+    """The proxy link that carries broker `src`'s connections to broker `dst`."""
+    return f"n{src}-to-n{dst}"
+
+
+def pair_port(src: int, dst: int) -> int:
+    return PAIR_BASE_PORT + 100 * src + dst
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9_./:=-]+")
+
+
+def _yaml_str(x: str) -> str:
+    return x if _PLAIN.fullmatch(x) else json.dumps(x)
+
+
+def recipe_values(recipe: Recipe, i: int) -> dict[str, str]:
+    """The recipe placeholders of broker i, as compose variables (harness/runtime/recipe.py)."""
+    return {"broker_id": str(i), "listen_host": f"${{HIWATER_NET}}.{BROKER_HOST0 + i}",
+            "listen_port": str(BROKER_PORT), "advertised_host": f"${{HIWATER_NET}}.{PROXY_HOST}",
+            "advertised_port": str(PROXY_BASE_PORT + i),
+            "zookeeper_connect": f"${{HIWATER_NET}}.{ZK_HOST}:{ZK_PORT}",
+            "data_dir": recipe.data_dir, "mount": recipe.mount}
+
+
+def _fill(text: str, values: Mapping[str, str]) -> str:
+    return text.replace("$", "$$").format(**values)  # a literal $ is $$ for compose
+
+
+def render_compose(brokers: int, recipe: Recipe | None = None) -> str:
+    """The compose file of a run with `brokers` brokers (as the recipe says: default
+    docker/recipes/hiwater.toml). Values that differ between runs are variables the runtime
+    passes in the environment: HIWATER_RUN (the run id), HIWATER_OWNER, HIWATER_IMAGE (ZooKeeper,
+    the proxy and hiwater brokers), HIWATER_BROKER_IMAGE (a recipe's own image), HIWATER_NET
+    (the network's first three octets), HIWATER_DIR (the host directory with a sub-directory
+    per node)."""
     if not 1 <= brokers <= MAX_BROKERS:
         raise ValueError(f"brokers must be 1..{MAX_BROKERS}")
+    recipe = recipe or hiwater_recipe()
     lines = [
         "# ZooKeeper, the Toxiproxy-API proxy and the brokers of one hiwater Docker run.",
         "# Written by harness/runtime/docker.py (render_compose); this is its 3-broker output.",
@@ -445,24 +527,32 @@ def render_compose(brokers: int) -> str:
         "services:",
     ]
 
-    def service(name: str, role: str, host: int, extra: Sequence[str] = ()) -> None:
+    def service(name: str, command: Sequence[str], host: int, extra: Sequence[str] = (),
+                mount: str = "/data", head: Sequence[str] = ()) -> None:
         lines.extend([
             f"  {name}:",
             "    <<: *node",
+            *head,
             f"    container_name: hiwater-${{HIWATER_RUN}}-{name}",
             f"    hostname: {name}",
-            f"    command: [{role}]",
+            f"    command: [{', '.join(_yaml_str(c) for c in command)}]",
             *extra,
-            f"    volumes: [\"${{HIWATER_DIR}}/{name}:/data\"]",
+            f"    volumes: [\"${{HIWATER_DIR}}/{name}:{mount}\"]",
             "    networks:",
             "      hiwater:",
             f"        ipv4_address: ${{HIWATER_NET}}.{host}",
         ])
 
-    service(ZOOKEEPER_NODE, "zookeeper", ZK_HOST, ["    mem_limit: 512m"])
-    service("proxy", "proxy", PROXY_HOST)
+    if recipe.zookeeper:
+        service(ZOOKEEPER_NODE, ["zookeeper"], ZK_HOST, ["    mem_limit: 512m"])
+    service("proxy", ["proxy"], PROXY_HOST)
+    head = [] if recipe.builtin_image else ["    image: ${HIWATER_BROKER_IMAGE}"]
     for i in range(1, brokers + 1):
-        service(node_name(i), "broker", BROKER_HOST0 + i)
+        values = recipe_values(recipe, i)
+        env = [f"      {k}: {json.dumps(_fill(v, values))}"
+               for k, v in sorted(recipe.environment.items())]
+        service(node_name(i), [_fill(c, values) for c in recipe.command], BROKER_HOST0 + i,
+                ["    environment:", *env] if env else [], recipe.mount, head)
     return "\n".join(lines) + "\n"
 
 
@@ -494,7 +584,7 @@ def new_run_id() -> str:
 
 
 class DockerRuntime(Runtime):
-    zookeeper_node = ZOOKEEPER_NODE
+    zookeeper_node: str | None = ZOOKEEPER_NODE
 
     def __init__(
         self,
@@ -504,13 +594,25 @@ class DockerRuntime(Runtime):
         bugs: Iterable[str] = (),
         *,
         image: str | None = None,
-        base_image: str = BASE_IMAGE,
+        base_image: str | None = None,
         zk_tick_ms: int = 500,
-        ready_timeout_s: float = 90.0,
+        ready_timeout_s: float | None = None,
+        pause_mode: str = "freeze",
+        recipe: Recipe | None = None,
         log: Callable[[str], None] | None = None,
     ) -> None:
         if not 1 <= brokers <= MAX_BROKERS:
             raise ValueError(f"brokers must be 1..{MAX_BROKERS}")
+        self.recipe = recipe or hiwater_recipe()
+        if self.recipe.max_brokers is not None and brokers > self.recipe.max_brokers:
+            raise ValueError(f"recipe {self.recipe.name} runs at most "
+                             f"{self.recipe.max_brokers} broker(s), not {brokers}")
+        self.zookeeper_node = ZOOKEEPER_NODE if self.recipe.zookeeper else None
+        if pause_mode not in PAUSE_MODES:
+            raise ValueError(f"pause mode must be one of {', '.join(PAUSE_MODES)}, "
+                             f"not {pause_mode!r}")
+        self.pause_mode = pause_mode
+        self._sigstopped: set[str] = set()
         self.base_dir = Path(base_dir).resolve()
         self.brokers = brokers
         self.overrides = dict(overrides or {})
@@ -518,9 +620,11 @@ class DockerRuntime(Runtime):
         if self.bugs:
             self.overrides["hiwater.bugs"] = ",".join(self.bugs)
         self.image = image
-        self.base_image = base_image
+        self.base_image = base_image or default_base()
         self.zk_tick_ms = zk_tick_ms
-        self.ready_timeout_s = ready_timeout_s
+        self.ready_timeout_s = (self.recipe.ready_timeout_s if ready_timeout_s is None
+                                else ready_timeout_s)
+        self.broker_image: str | None = None
         self.log = log or (lambda _m: None)
         self.run_id = new_run_id()
         self.project = f"hiwater-{self.run_id}"
@@ -572,22 +676,37 @@ class DockerRuntime(Runtime):
                 self.log(f"removed what dead runs left: {swept}")
             if self.image is None:
                 self.image = build_images(self.base_image, log=self.log)
+            self.broker_image = self._recipe_image()
             self.timings["images_s"] = round(time.monotonic() - t0, 3)
             self._cleanup_token = cleanup.register(self.stop)
             try:
                 self._start_cluster()
             except BaseException:
+                # the containers' logs say why; stop() removes them, collect_logs copies these
+                with contextlib.suppress(Exception):
+                    self.collect_logs(self.base_dir / "start-failure-logs")
                 self.stop()
                 raise
             self.timings["start_s"] = round(time.monotonic() - t0, 3)
         return self
 
+    def _recipe_image(self) -> str:
+        """The brokers' image: the node image, or the recipe's (which must be here: no
+        registry is assumed)."""
+        assert self.image is not None
+        if self.recipe.builtin_image:
+            return self.image
+        if not image_exists(self.recipe.image):
+            raise DockerError(f"recipe {self.recipe.name}: image {self.recipe.image} is not on "
+                              "this machine (docker pull or docker load it first)")
+        return self.recipe.image
+
     def _env(self) -> dict[str, str]:
         assert self.subnet is not None and self.image is not None
         prefix = str(self.subnet.network_address).rsplit(".", 1)[0]
         return dict(os.environ, HIWATER_RUN=self.run_id, HIWATER_OWNER=owner_label(),
-                    HIWATER_IMAGE=self.image, HIWATER_NET=prefix,
-                    HIWATER_DIR=str(self.base_dir))
+                    HIWATER_IMAGE=self.image, HIWATER_BROKER_IMAGE=self.broker_image or "",
+                    HIWATER_NET=prefix, HIWATER_DIR=str(self.base_dir))
 
     def compose(self, *args: str, timeout_s: float = 120.0) -> None:
         cmd = ["docker-compose", "-p", self.project, "-f", str(self.base_dir / "compose.yaml"),
@@ -608,42 +727,63 @@ class DockerRuntime(Runtime):
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.subnet = create_network(self.project, {LABEL: self.run_id,
                                                     OWNER_LABEL: owner_label()})
-        (self.base_dir / "compose.yaml").write_text(render_compose(self.brokers))
-        zk_dir = self.node_dir(ZOOKEEPER_NODE)
-        zk_dir.mkdir(parents=True, exist_ok=True)
-        (zk_dir / "zoo.cfg").write_text("\n".join([
-            f"tickTime={self.zk_tick_ms}", f"minSessionTimeout={2 * self.zk_tick_ms}",
-            f"maxSessionTimeout={20 * self.zk_tick_ms}", "dataDir=/data/zk",
-            f"clientPort={ZK_PORT}", "maxClientCnxns=200", "admin.enableServer=false",
-            "4lw.commands.whitelist=ruok,stat,mntr,srvr,cons", ""]))
+        (self.base_dir / "compose.yaml").write_text(render_compose(self.brokers, self.recipe))
+        if self.recipe.zookeeper:
+            zk_dir = self.node_dir(ZOOKEEPER_NODE)
+            zk_dir.mkdir(parents=True, exist_ok=True)
+            (zk_dir / "zoo.cfg").write_text("\n".join([
+                f"tickTime={self.zk_tick_ms}", f"minSessionTimeout={2 * self.zk_tick_ms}",
+                f"maxSessionTimeout={20 * self.zk_tick_ms}", "dataDir=/data/zk",
+                f"clientPort={ZK_PORT}", "maxClientCnxns=200", "admin.enableServer=false",
+                "4lw.commands.whitelist=ruok,stat,mntr,srvr,cons", ""]))
         self.node_dir("proxy").mkdir(parents=True, exist_ok=True)
         for i in range(1, self.brokers + 1):
             self._write_config(i)
-        self.compose("up", "-d", "--no-build", ZOOKEEPER_NODE, "proxy")
-        self._wait_zookeeper()
+        t0 = time.monotonic()
+
+        def phase(name: str) -> None:  # seconds of each step, in runtime.json (timings)
+            self.timings[f"{name}_s"] = round(time.monotonic() - t0, 3)
+
+        if self.recipe.zookeeper:
+            self.compose("up", "-d", "--no-build", ZOOKEEPER_NODE, "proxy")
+            phase("zookeeper_proxy_up")
+            self._wait_zookeeper()
+            phase("zookeeper_ready")
+        else:
+            self.compose("up", "-d", "--no-build", "proxy")
+            phase("proxy_up")
         self._setup_proxies()
+        phase("proxy_links")
         self.compose("up", "-d", "--no-build", *self.nodes)
+        phase("brokers_up")
         self.wait_ready(every=True)
+        phase("brokers_ready")
 
     def _write_config(self, i: int) -> None:
         d = self.node_dir(node_name(i))
         d.mkdir(parents=True, exist_ok=True)
+        d.chmod(0o777)  # a recipe's image may run its broker as another user
+        if self.recipe.config_file is None:
+            return
         rf = str(min(3, self.brokers))
         props = {
             "broker.id": str(i),
             "listeners": f"PLAINTEXT://{self.broker_address(i)}:{BROKER_PORT}",
             "advertised.listeners": f"PLAINTEXT://{self.proxy_address}:{PROXY_BASE_PORT + i}",
-            "log.dirs": "/data/log",
+            "log.dirs": self.recipe.data_dir,
             "zookeeper.connect": f"{self.zk_address}:{ZK_PORT}",
             "zookeeper.session.timeout.ms": "6000",
             "default.replication.factor": rf,
             "offsets.topic.replication.factor": rf,
             "offsets.topic.num.partitions": "10",
             "group.initial.rebalance.delay.ms": "500",
-            "hiwater.admin.port": str(ADMIN_PORT),
+            "hiwater.admin.port": str(self.recipe.admin_port or ADMIN_PORT),
             **self.overrides,
+            **self.recipe.properties,
         }
-        (d / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        path = self.recipe.host_path(d, self.recipe.config_file)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
     def _wait_zookeeper(self, timeout_s: float = 60.0) -> None:
         from broker.runtime.zkserver import four_letter_word
@@ -685,7 +825,26 @@ class DockerRuntime(Runtime):
         for i in range(1, self.brokers + 1):
             links.add_proxy(node_name(i), ("0.0.0.0", PROXY_BASE_PORT + i),
                             (self.broker_address(i), BROKER_PORT))
+        if self.pair_links:
+            redirects = []
+            for s, d in self._pairs():
+                links.add_proxy(pair_link(s, d), ("0.0.0.0", pair_port(s, d)),
+                                (self.broker_address(d), BROKER_PORT))
+                redirects.append(
+                    f"-A PREROUTING -s {self.broker_address(s)} -p tcp --dport "
+                    f"{PROXY_BASE_PORT + d} -j REDIRECT --to-ports {pair_port(s, d)}")
+            body = ["*nat", *redirects, "COMMIT", ""]
+            docker("exec", "-i", self.container("proxy"), "iptables-restore", "-w", "5",
+                   "--noflush", input="\n".join(body).encode())
         self.links = links
+
+    @property
+    def pair_links(self) -> bool:
+        return self.brokers <= PAIR_LINKS_MAX_BROKERS
+
+    def _pairs(self) -> list[tuple[int, int]]:
+        ids = range(1, self.brokers + 1)
+        return [(s, d) for s in ids for d in ids if s != d]
 
     def stop(self) -> None:
         """Remove every container, the network and any volume of the run. Idempotent."""
@@ -718,9 +877,11 @@ class DockerRuntime(Runtime):
         return i
 
     def capabilities(self) -> dict[str, str | None]:
+        no_zk = None if self.recipe.zookeeper else \
+            f"recipe {self.recipe.name}: the brokers use no ZooKeeper of the runtime"
         return {"kill": None, "start": None, "stop": None, "pause": None, "resume": None,
                 "wipe": None, "lose-unflushed": None, "corrupt": None, "partition": None,
-                "isolate-from-zookeeper": None, "toxic": None}
+                "isolate-from-zookeeper": no_zk, "toxic": None}
 
     def _state(self, node: str) -> tuple[bool, bool]:
         r = docker("inspect", "--format", "{{.State.Running}} {{.State.Paused}}",
@@ -735,14 +896,17 @@ class DockerRuntime(Runtime):
 
     def is_paused(self, node: str) -> bool:
         running, paused = self._state(node)
-        return running and paused
+        return running and (paused or node in self._sigstopped)
 
     def replica_states(self, node: str, timeout_s: float = 2.0) -> BrokerState:
         """The broker's `/replicas`. Its "pid" is the broker's PID inside the container, the
         same (1) in every incarnation; the live probe tells processes apart by it, so it is
         replaced by one unique per start of the container (the original is `container_pid`)."""
         i = self._id(node)
-        url = f"http://{self.broker_address(i)}:{ADMIN_PORT}/replicas"
+        if self.recipe.admin_port is None:
+            raise FaultUnsupported("replica-states", f"recipe {self.recipe.name} has no "
+                                   "admin_port")
+        url = f"http://{self.broker_address(i)}:{self.recipe.admin_port}/replicas"
         with urllib.request.urlopen(url, timeout=timeout_s) as r:
             data: dict[str, Any] = json.loads(r.read())
         data["container_pid"] = data.get("pid")
@@ -769,6 +933,15 @@ class DockerRuntime(Runtime):
             want = [i for i in range(1, self.brokers + 1) if self.is_running(node_name(i))]
             if every and len(want) < self.brokers:
                 break  # a broker exited during start-up
+            if self.recipe.ready_kind == "command":
+                codes = [docker("exec", self.container(node_name(i)),
+                                *self._ready_command(i), check=False,
+                                timeout_s=20).returncode for i in want]
+                if want and not any(codes):
+                    return
+                last = f"running {want}, ready command exit codes {codes}"
+                time.sleep(0.5)
+                continue
             try:
                 seen = [probe_metadata(self.proxy_address, PROXY_BASE_PORT + i, 1.0)
                         for i in want]
@@ -785,6 +958,12 @@ class DockerRuntime(Runtime):
         raise DockerError(f"cluster not ready after {waited:.0f} s: {last}"
                           + (f"; exited: {tails}" if tails else ""))
 
+    def _ready_command(self, i: int) -> list[str]:
+        """The recipe's ready.command for broker i, its placeholders filled with addresses."""
+        values = {k: v.replace("${HIWATER_NET}", self._addr(0).rsplit(".", 1)[0])
+                  for k, v in recipe_values(self.recipe, i).items()}
+        return [c.format(**values) for c in self.recipe.ready_command]
+
     def _logs_tail(self, node: str, lines: int = 10) -> str:
         r = docker("logs", "--tail", str(lines), self.container(node), check=False)
         return (r.stdout + r.stderr).decode(errors="replace").strip().replace("\n", " | ")
@@ -793,7 +972,13 @@ class DockerRuntime(Runtime):
         run_dir = Path(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         written: list[Path] = []
-        for node in (ZOOKEEPER_NODE, "proxy", *self.nodes):
+        early = self.base_dir / "start-failure-logs"
+        if self.stopped and early.is_dir() and early != run_dir:
+            for src in sorted(early.glob("*.log")):  # what a failed start left
+                shutil.copyfile(src, run_dir / src.name)
+                written.append(run_dir / src.name)
+        zk = (ZOOKEEPER_NODE,) if self.recipe.zookeeper else ()
+        for node in (*zk, "proxy", *self.nodes):
             path = run_dir / ("zookeeper.log" if node == ZOOKEEPER_NODE else f"{node}.log")
             with open(path, "wb") as out:
                 r = subprocess.run([*_docker_cmd(), "logs", "-t", self.container(node)],
@@ -804,14 +989,18 @@ class DockerRuntime(Runtime):
             else:
                 path.unlink(missing_ok=True)  # no such container (the start failed early)
         for i in range(1, self.brokers + 1):
-            src = self.node_dir(node_name(i)) / "server.properties"
-            if src.exists():
+            cfg = self.recipe.config_file
+            conf = self.recipe.host_path(self.node_dir(node_name(i)), cfg) if cfg else None
+            if conf is not None and conf.exists():
                 dst = run_dir / f"{node_name(i)}.server.properties"
-                shutil.copyfile(src, dst)
+                shutil.copyfile(conf, dst)
                 written.append(dst)
         info = {
             "runtime": "docker", "run_id": self.run_id, "project": self.project,
             "image": self.image, "subnet": str(self.subnet), "nodes": list(self.nodes),
+            "pause_mode": self.pause_mode, "pair_links": self.pair_links,
+            "recipe": {"name": self.recipe.name, "path": str(self.recipe.path),
+                       "broker_image": self.broker_image},
             "bootstrap": self.bootstrap if self.subnet else None,
             "addresses": {**{n: self.broker_address(self._id(n)) for n in self.nodes},
                           ZOOKEEPER_NODE: self.zk_address, "proxy": self.proxy_address}
@@ -831,6 +1020,7 @@ class DockerRuntime(Runtime):
             if not running:
                 return {"node": node, "result": "already-down"}
             docker("kill", "-s", "KILL", self.container(node), check=False)
+            self._sigstopped.discard(node)
             if paused:  # a frozen task dies when thawed
                 docker("unpause", self.container(node), check=False)
             self._wait_state(node, running=False)
@@ -843,7 +1033,7 @@ class DockerRuntime(Runtime):
 
     def start_node(self, node: str, wait: bool = False) -> dict[str, Any]:
         i = self._id(node)
-        if not self.is_running(node):
+        if not self.is_running(node) and self.recipe.zookeeper:
             self._await_unregistered(i)
         with self._lock:
             if self.is_running(node):
@@ -880,6 +1070,9 @@ class DockerRuntime(Runtime):
                 return {"node": node, "result": "already-down"}
             if paused:
                 docker("unpause", self.container(node), check=False)
+            if node in self._sigstopped:  # SIGTERM waits for SIGCONT
+                docker("kill", "-s", "CONT", self.container(node), check=False)
+                self._sigstopped.discard(node)
             t0 = time.monotonic()
             docker("stop", "-t", str(int(timeout_s)), self.container(node),
                    timeout_s=timeout_s + 30)
@@ -890,6 +1083,11 @@ class DockerRuntime(Runtime):
         running, paused = self._state(node)
         if not running:
             return {"node": node, "result": "down"}
+        if self.pause_mode == "sigstop":
+            if node not in self._sigstopped:
+                docker("kill", "-s", "STOP", self.container(node))
+                self._sigstopped.add(node)
+            return {"node": node, "result": "paused", "signal": "SIGSTOP"}
         if not paused:
             docker("pause", self.container(node), check=False)
         return {"node": node, "result": "paused"}
@@ -898,15 +1096,33 @@ class DockerRuntime(Runtime):
         self._id(node)
         running, paused = self._state(node)
         if not running:
+            self._sigstopped.discard(node)
             return {"node": node, "result": "down"}
+        if node in self._sigstopped:
+            docker("kill", "-s", "CONT", self.container(node), check=False)
+            self._sigstopped.discard(node)
+            return {"node": node, "result": "resumed", "signal": "SIGCONT"}
         if paused:
             docker("unpause", self.container(node), check=False)
         return {"node": node, "result": "resumed" if paused else "not-paused"}
 
+    def broker_process_state(self, node: str) -> str | None:
+        """The broker process's state letter in /proc (`T` when stopped), seen from the
+        host: None when the container is not running."""
+        r = docker("inspect", "--format", "{{.State.Pid}}", self.container(node),
+                   check=False, timeout_s=20)
+        pid = r.stdout.decode().strip() if r.returncode == 0 else ""
+        if not pid.isdigit() or pid == "0":
+            return None
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return None
+
     # -- disk faults (on the bind mount) -------------------------------------------------------
 
     def data_dirs(self, node: str) -> list[Path]:
-        return [self.node_dir(node) / "log"]
+        return [self.recipe.host_path(self.node_dir(node), self.recipe.data_dir)]
 
     def _require_down(self, node: str, fault: str) -> None:
         if self.is_running(node):
@@ -953,12 +1169,15 @@ class DockerRuntime(Runtime):
                         ["-A", "OUTPUT", "-d", self.broker_address(self._id(dst)), "-j", "DROP"])
                 else:
                     s, d = self._id(src), self._id(dst)
+                    # by the original destination port: the per-pair redirect moved it
                     rules["proxy"].append(
                         ["-A", "INPUT", "-s", self.broker_address(s), "-p", "tcp",
-                         "--dport", str(PROXY_BASE_PORT + d), "-j", "DROP"])
+                         "-m", "conntrack", "--ctorigdstport", str(PROXY_BASE_PORT + d),
+                         "-j", "DROP"])
                     rules["proxy"].append(
                         ["-A", "OUTPUT", "-d", self.broker_address(d), "-p", "tcp",
-                         "--sport", str(PROXY_BASE_PORT + s), "-j", "DROP"])
+                         "-m", "conntrack", "--ctorigdstport", str(PROXY_BASE_PORT + s),
+                         "-j", "DROP"])
         return rules
 
     def _iptables_restore(self, node: str, rules: Sequence[Sequence[str]],
@@ -989,22 +1208,48 @@ class DockerRuntime(Runtime):
         with self._lock:
             healed = sum(len(r) for r in self.rules.values())
             for c in self.rules:
+                if c == ZOOKEEPER_NODE and not self.recipe.zookeeper:
+                    continue
                 self._iptables_restore(c, [], flush=True)
                 self.rules[c] = []
         return {"healed": healed}
 
     def add_toxic(self, node: str, toxic_type: str, attributes: Mapping[str, Any], *,
-                  stream: str = "downstream", toxicity: float = 1.0) -> dict[str, Any]:
+                  stream: str = "downstream", toxicity: float = 1.0,
+                  source: str | None = None) -> dict[str, Any]:
+        """A toxic on the link into `node`: every connection into it, or with `source` only
+        the connections from broker `source` (its own link; downstream: what `node` sends to
+        `source`)."""
         if self.links is None:
             raise FaultUnsupported("toxic", "the proxy is not running")
-        self._id(node)
-        name = self.links.add_toxic(node, toxic_type, attributes, stream=stream,
+        d = self._id(node)
+        link = node
+        if source is not None:
+            s = self._id(source)
+            if s == d:
+                raise ValueError(f"a toxic between {node} and itself")
+            if not self.pair_links:
+                raise FaultUnsupported("toxic", f"per-pair links exist for up to "
+                                       f"{PAIR_LINKS_MAX_BROKERS} brokers")
+            link = pair_link(s, d)
+        name = self.links.add_toxic(link, toxic_type, attributes, stream=stream,
                                     toxicity=toxicity)
-        return {"node": node, "toxic": name, "type": toxic_type, "stream": stream,
-                "attributes": dict(attributes), "toxicity": toxicity}
+        out = {"node": node, "toxic": name, "type": toxic_type, "stream": stream,
+               "attributes": dict(attributes), "toxicity": toxicity}
+        if source is not None:
+            out.update(source=source, link=link)
+        return out
 
     def remove_toxics(self, node: str | None = None) -> dict[str, Any]:
+        """Remove the toxics of every link (`node`: of the links into it, pairs included)."""
         if self.links is None:
             return {"removed": {}}
-        return {"removed": self.links.remove_toxics(node)}
+        if node is None:
+            return {"removed": self.links.remove_toxics(None)}
+        d = self._id(node)
+        removed: dict[str, list[str]] = {}
+        for link in [node, *(pair_link(s, d) for s, dd in self._pairs()
+                             if dd == d and self.pair_links)]:
+            removed.update(self.links.remove_toxics(link))
+        return {"removed": removed}
 

@@ -144,7 +144,8 @@ class ExistingClusterRuntime(Runtime):
         return {"healed": 0, "note": REASON}
 
     def add_toxic(self, node: str, toxic_type: str, attributes: Mapping[str, Any], *,
-                  stream: str = "downstream", toxicity: float = 1.0) -> FaultReport:
+                  stream: str = "downstream", toxicity: float = 1.0,
+                  source: str | None = None) -> FaultReport:
         self._unsupported("toxic")
 
     def remove_toxics(self, node: str | None = None) -> FaultReport:

@@ -489,9 +489,13 @@ class LocalRuntime(Runtime):
         return {"healed": self.net.flush()}
 
     def add_toxic(self, node: str, toxic_type: str, attributes: Mapping[str, Any], *,
-                  stream: str = "downstream", toxicity: float = 1.0) -> FaultReport:
+                  stream: str = "downstream", toxicity: float = 1.0,
+                  source: str | None = None) -> FaultReport:
         if self.links is None:
             raise FaultUnsupported("toxic", "the runtime was started without proxies=True")
+        if source is not None:
+            raise FaultUnsupported("toxic", "the local runtime has one link per broker, not "
+                                   "per pair (the docker runtime has both)")
         self._id(node)
         name = self.links.add_toxic(node, toxic_type, attributes, stream=stream,
                                     toxicity=toxicity)

@@ -70,19 +70,28 @@ def test_runtime_faults(node_image: str, tmp_path: Path) -> None:
         assert not rt.is_running("n3")
         assert rt.wipe("n3")["node"] == "n3"
         rt.start_node("n3")
-        # pause / resume
+        # pause / resume: the cgroup freezer, then SIGSTOP/SIGCONT of the broker process
         rt.pause("n2")
         assert rt.is_paused("n2")
         rt.resume("n2")
         assert not rt.is_paused("n2")
+        rt.pause_mode = "sigstop"
+        assert rt.pause("n2")["signal"] == "SIGSTOP"
+        assert rt.is_paused("n2") and rt.broker_process_state("n2") == "T"
+        assert rt.resume("n2")["signal"] == "SIGCONT"
+        assert not rt.is_paused("n2") and rt.broker_process_state("n2") not in ("T", None)
+        rt.pause_mode = "freeze"
         # a partition and its heal: n1 cut from the other brokers and from ZooKeeper
         out = rt.partition({"n1": {"n2", "n3", "zk"}, "n2": {"n1"}, "n3": {"n1"},
                             "zk": {"n1"}})
         assert out["rules"] == 10
         assert rt.heal()["healed"] == 10
-        # a toxic on the link into n2
+        # a toxic on the link into n2, and one on n1's own link into n3
         rt.add_toxic("n2", "latency", {"latency": 50})
         assert rt.remove_toxics()["removed"] == {"n2": ["latency_downstream_1"]}
+        out = rt.add_toxic("n3", "latency", {"latency": 50}, source="n1")
+        assert out["link"] == "n1-to-n3"
+        assert rt.remove_toxics("n3")["removed"] == {"n1-to-n3": ["latency_downstream_2"]}
         rt.wait_ready(60, every=True)
         logs = rt.collect_logs(tmp_path / "logs")
         assert (tmp_path / "logs" / "n1.log") in logs

@@ -24,10 +24,11 @@ def test_partition_rules_between_brokers_and_with_zookeeper(tmp_path: Path) -> N
     rt.subnet = ipaddress.IPv4Network("172.30.9.0/24")
     rules = rt.partition_rules({"n1": {"n2"}, "zk": {"n3"}, "n2": {"zk"}})
     # n1 ignores n2: n2's requests to n1's proxy port, and n2's answers the proxy relays to n1
-    assert ["-A", "INPUT", "-s", "172.30.9.22", "-p", "tcp", "--dport", "9101", "-j",
-            "DROP"] in rules["proxy"]
-    assert ["-A", "OUTPUT", "-d", "172.30.9.21", "-p", "tcp", "--sport", "9102", "-j",
-            "DROP"] in rules["proxy"]
+    # (by the connection's original port: the per-pair links' redirects change the port)
+    assert ["-A", "INPUT", "-s", "172.30.9.22", "-p", "tcp", "-m", "conntrack",
+            "--ctorigdstport", "9101", "-j", "DROP"] in rules["proxy"]
+    assert ["-A", "OUTPUT", "-d", "172.30.9.21", "-p", "tcp", "-m", "conntrack",
+            "--ctorigdstport", "9102", "-j", "DROP"] in rules["proxy"]
     assert len(rules["proxy"]) == 2
     assert sorted(rules["zk"]) == [["-A", "INPUT", "-s", "172.30.9.23", "-j", "DROP"],
                                    ["-A", "OUTPUT", "-d", "172.30.9.22", "-j", "DROP"]]
@@ -68,6 +69,7 @@ def test_image_context_changes_only_with_what_a_node_runs(tmp_path: Path) -> Non
     from harness.runtime.docker import build_context
 
     skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+    # what only the harness runs (the nemesis's faults and executors) is not in the image
     for d in ("core", "broker", "nemesis", "docker", "harness", "spec"):
         shutil.copytree(REPO / d, tmp_path / d, ignore=skip)
     for f in ("pyproject.toml", "uv.lock", "README.md"):
@@ -76,6 +78,10 @@ def test_image_context_changes_only_with_what_a_node_runs(tmp_path: Path) -> Non
     (tmp_path / "README.md").write_text("changed\n")
     (tmp_path / "harness" / "new.py").write_text("x = 1\n")
     (tmp_path / "spec" / "new.py").write_text("x = 1\n")
+    (tmp_path / "nemesis" / "faults.py").write_text("x = 1\n")
     assert build_context(tmp_path)[1] == before
+    (tmp_path / "nemesis" / "toxiproxy" / "new.py").write_text("x = 1\n")
+    assert build_context(tmp_path)[1] != before
+    before = build_context(tmp_path)[1]
     (tmp_path / "broker" / "new.py").write_text("x = 1\n")
     assert build_context(tmp_path)[1] != before
