@@ -88,6 +88,25 @@ def run_many(base: SimOptions, seeds: list[int], workers: int,
     return out
 
 
+def seeds_to_find(base: SimOptions, max_seeds: int, workers: int) -> Summary | None:
+    """The first failing seed from `base.seed` on (in seed order), or None within
+    `max_seeds`."""
+    opts = [replace(base, seed=base.seed + k) for k in range(max_seeds)]
+    if workers <= 1:
+        for o in opts:
+            s = run_one(o)
+            if not s.ok:
+                return s
+        return None
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(workers) as pool:
+        for s in pool.imap(run_one, opts, chunksize=1):
+            if not s.ok:
+                pool.terminate()
+                return s
+    return None
+
+
 def write_run(directory: Path, r: SimResult) -> Path:
     """A campaign-like run directory: options, history, results, trace, report.html."""
     from harness.checkers import check
