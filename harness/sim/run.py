@@ -447,7 +447,8 @@ def build(opts: SimOptions) -> tuple[Cluster, Drawn, random.Random]:
         request_timeout_ms=3_000, leader_imbalance_check_interval_seconds=5)
     if opts.bug is not None:
         protocol = scenario(opts.bug).config(protocol)
-    log_config = LogConfig(segment_bytes=64 * 1024, flush_messages=1 if d.flush_each else
+    log_config = LogConfig(segment_bytes=64 * 1024, index_interval_bytes=256,
+                           flush_messages=1 if d.flush_each else
                            LogConfig().flush_messages)
     net = NetConfig(jitter_us=d.jitter_us, loss=d.loss, duplicate=d.duplicate)
     c = Cluster(seed=rng.randrange(1 << 62), nodes=opts.nodes, protocol=protocol,
