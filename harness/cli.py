@@ -614,11 +614,14 @@ def sim(
     replay: Annotated[Path | None, typer.Option(metavar="TRACE",
                                                 help="Replay a trace bit for bit.")] = None,
 ) -> int:
-    """Deterministic simulation of the whole cluster (harness/sim): the real broker code of N
-    nodes on simulated time, network, ZooKeeper and disks, driven by one seed.
+    """Deterministic simulation of the whole cluster (harness/sim).
 
-    Exit 0: every seed passed; 1: a seed failed (its seed, options, first broken invariant
-    or anomaly and a replayable trace are printed); 3: bad input."""
+    The real broker code of N nodes on simulated time, network, ZooKeeper
+    and disks, driven by one seed; swarm testing draws each seed's faults.
+
+    Exit 0: every seed passed; 1: a seed failed (printed with its seed,
+    options, first broken invariant or anomaly, and a replayable trace);
+    3: bad input."""
     from harness.sim.cli import sim_command
 
     rc = sim_command(seed=seed, seeds=seeds, swarm=swarm, bug=bug, nodes=nodes, time_s=time_s,

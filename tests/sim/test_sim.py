@@ -19,14 +19,14 @@ from harness.sim.cli import replay_command, run_many, seeds_to_find, write_run
 from harness.sim.run import SimOptions, history_lines, run_seed, write_trace
 
 ROOT = Path(__file__).resolve().parents[2]
-SHORT = {"time_s": 4.0, "liveness_s": 30.0}
+SHORT = {"time_s": 2.5, "liveness_s": 30.0}
 
 
 def test_same_seed_same_history_and_trace() -> None:
     a = run_seed(SimOptions(seed=11, **SHORT))
     b = run_seed(SimOptions(seed=11, **SHORT))
     assert a.ok, a.failure
-    assert a.events > 300 and len(a.history) > 50
+    assert a.events > 300 and len(a.history) > 30
     assert history_lines(a.history) == history_lines(b.history)
     assert a.trace_hash == b.trace_hash
     c = run_seed(SimOptions(seed=12, **SHORT))
@@ -39,7 +39,7 @@ def test_same_seed_same_trace_under_another_hash_seed() -> None:
             f"r = run_seed(SimOptions(seed=5, time_s={SHORT['time_s']}, "
             f"liveness_s={SHORT['liveness_s']}))\n"
             "print(r.trace_hash, len(r.history))")
-    for hash_seed in ("1", "4242"):
+    for hash_seed in ("4242",):
         out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                              text=True, env={**os.environ, "PYTHONHASHSEED": hash_seed},
                              timeout=300, check=True)
@@ -74,13 +74,13 @@ def test_run_directory_has_the_campaign_report(tmp_path: Path) -> None:
 
 
 def test_swarm_of_the_fixed_protocol_passes() -> None:
-    seeds = list(range(1000, 1024))
+    seeds = list(range(1000, 1012))
     out = run_many(SimOptions(seed=0, **SHORT), seeds, workers=2)
     bad = [(s.seed, s.failure) for s in out if not s.ok]
     assert not bad
     # the swarm really drew different fault mixes and injected faults
     assert len({s.drawn_faults for s in out}) > 5
-    assert sum(s.faults for s in out) > 50
+    assert sum(s.faults for s in out) > 10
 
 
 @pytest.mark.parametrize("bug,max_seeds", [("truncate-to-hw", 30)])
