@@ -174,6 +174,7 @@ class Broker:
         self.node = None
         self.paused = False
         self.deferred = []
+        self.c.dirty = True
         self.incarnation += 1  # every callback of the old process is void
         self.fs.crash(lose_unsynced=lossy)
         self.logs = None
@@ -221,7 +222,11 @@ class Cluster:
         self.down: set[tuple[int, int]] = set()  # directed links cut (ZK = -1)
         self.clogged: dict[tuple[int, int], int] = {}  # extra delay (us) per link
         self.check_invariants = check_invariants
-        self.zk = SimZooKeeper(self.sched, self, nodes, TP, session_timeout_ms, lambda: None)
+        # Set when anything the projection reads may have changed (a broker stepped, a
+        # process died, ZooKeeper's data changed); events that change nothing (a dropped
+        # message, an idle tick) skip the invariants, whose answer cannot have changed.
+        self.dirty = True
+        self.zk = SimZooKeeper(self.sched, self, nodes, TP, session_timeout_ms, self._touch)
         self.brokers = [Broker(self, b, self.rng.randrange(1 << 30)) for b in range(nodes)]
         self.zk_queue_until = [0] * nodes  # FIFO delivery of ZooKeeper events per broker
         self.zk_inflight = [0] * nodes
@@ -243,7 +248,11 @@ class Cluster:
     def now_ms(self) -> int:
         return EPOCH_MS + self.sched.now_us // US_PER_MS
 
+    def _touch(self) -> None:
+        self.dirty = True
+
     def trace_event(self, b: int, e: ev.Event) -> None:
+        self.dirty = True
         self.stepped += 1
         line = f"{self.sched.now_us} {b} {_summary(e)}"
         self.hash.update(line.encode())
@@ -402,6 +411,7 @@ class Cluster:
 
         def arrive() -> None:
             self.zk_inflight[broker] -= 1
+            self.dirty = True  # the broker's "notifications pending" changed
             self.run_on(broker, incarnation, lambda: self._zk_events(broker, events))
 
         self.sched.at(t, arrive)
@@ -476,6 +486,9 @@ class Cluster:
                                     leaders=leaders, acked=acked)
 
     def after_event(self) -> None:
+        if not self.dirty:
+            return
+        self.dirty = False
         for br in self.brokers:
             node = br.node
             if node is not None and node.failed is not None:
