@@ -433,6 +433,11 @@ class Cluster:
             rid = self.produced.get(key)  # type: ignore[call-overload]
             if rid is not None:
                 self.acked.add(rid)
+        elif isinstance(value, fx.ListOffsetsReply) and value.error == Errors.NONE:
+            g = self.ghost  # as spec.model does for the ListOffsets answers it sees
+            self.ghost = g._replace(latest_listed=max(g.latest_listed, value.offset),
+                                    listed_backwards=g.listed_backwards
+                                    or value.offset < g.latest_listed)
         cb = self.clients.pop(key, None)  # type: ignore[call-overload]
         if cb is None:
             return False

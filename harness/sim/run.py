@@ -173,8 +173,11 @@ class Workload:
         if self.stopped or self.busy[i] or self.done[i]:
             return
         self.busy[i] = True
-        if not self.final and self.rng.random() < self.d.send_ratio:
+        x = self.rng.random()
+        if not self.final and x < self.d.send_ratio:
             self._send(i)
+        elif not self.final and x > 0.9:
+            self._list_offsets(i)
         else:
             self._poll(i)
 
@@ -247,6 +250,29 @@ class Workload:
             self.leader[i] = NO_LEADER
             self.record(p, INFO, "send", [["send", KEY, v]], {"error": "timeout"})
             self._finish(i, True)
+
+        self._request(i, b, make, on_reply, on_timeout)
+
+    def _list_offsets(self, i: int) -> None:
+        """ListOffsets(latest) with the leader epoch the client's metadata holds (KIP-320
+        fencing); the answers feed the ghost of spec's `list_offsets_monotonic` (KIP-207).
+        Not a queue op: it is not in the history."""
+        # as spec.model's clients: to the leader ZooKeeper names, with its epoch
+        p = self.c.zk.partition
+        if p is None or p.leader == NO_LEADER:
+            self._finish(i, False)
+            return
+        b, epoch = p.leader, p.leader_epoch
+
+        def make(br: Any, rid: int) -> None:
+            if br.node is not None:
+                br.node.handle(ev.ListOffsetsReceived(rid, TP, -1, epoch))
+
+        def on_reply(r: object) -> None:
+            self._finish(i, False)
+
+        def on_timeout() -> None:
+            self._finish(i, False)
 
         self._request(i, b, make, on_reply, on_timeout)
 
