@@ -358,7 +358,7 @@ class Workload:
             self.process[i] += self.opts.clients
             self.position[i] = 0
             self.leader[i] = NO_LEADER
-            self.done[i] = self.max_offset < 0
+            self.done[i] = False  # at least one poll must succeed, even with nothing sent
             if not self.busy[i]:
                 self._schedule(i)
 
