@@ -162,7 +162,7 @@ class Broker:
             c.trace_event(self.id, e)
             orig(e)
 
-        node.handle = handle  # type: ignore[method-assign]
+        node.handle = handle  # type: ignore[method-assign,assignment]
         self.node = node
         c.zk.connect(self.id, inc)
         node.handle(ev.Started())

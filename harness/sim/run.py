@@ -316,7 +316,11 @@ class Workload:
         def wrapped_make(br: Any, rid: int) -> None:
             cb = self.c.clients.get(rid)
             if cb is not None:
-                self.c.clients[rid] = lambda v: (reading(v), cb(v))  # type: ignore[func-returns-value]
+                def both(v: object, cb: Any = cb) -> None:
+                    reading(v)
+                    cb(v)
+
+                self.c.clients[rid] = both
             make(br, rid)
 
         self._request(i, b, wrapped_make, on_reply, on_timeout)
@@ -433,7 +437,7 @@ class Nemesis:
                     self._log("move-leader", [t])
                     node = c.brokers[ctl]
                     c.run_on(ctl, node.incarnation,
-                             lambda: node.node.handle(ev.LeaderMoveRequested(TP, t))  # type: ignore[union-attr]
+                             lambda: node.node.handle(ev.LeaderMoveRequested(TP, t))
                              if node.node is not None else None)
         self._next()
 
