@@ -192,7 +192,7 @@ class SimZooKeeper:
             return
         match effect:
             case (fx.ZkRegisterBroker() | fx.ZkElectController() | fx.ZkNotifyIsrChange()
-                  | fx.ZkDeleteTopic()):
+                  | fx.ZkDeleteTopic() | fx.ZkResignController()):
                 self.sched.after_us(RETRY_BACKOFF_MS * US_PER_MS,
                                     lambda: self.submit(broker, incarnation, effect))
             case fx.ZkWritePartitionState(by_controller=True):
@@ -221,7 +221,7 @@ class SimZooKeeper:
             case fx.ZkResignController():
                 if self.controller == b and self.controller_sid == s.sid:
                     self.controller, self.controller_sid = NO_LEADER, -1
-                    self._notify_all(ev.ControllerChanged(NO_LEADER), but=b)
+                    self._notify_all(ev.ControllerChanged(NO_LEADER))
                 return ()
             case fx.ZkWritePartitionState():
                 return (self._write(effect),)
