@@ -54,7 +54,9 @@ def many(seeds: int, workers: int) -> tuple[float, float, int]:
 
 
 def live_faults_per_hour(time_limit_s: float) -> tuple[float, int, float]:
-    """One local campaign (ZooKeeper + 3 brokers, standard faults), start to report."""
+    """One local campaign (ZooKeeper + 3 brokers, standard faults), start to report. Every
+    fault-starting nemesis line of its history counts (a campaign may log a fault more than
+    once: this overstates the live rate, so the ratio printed is a lower bound)."""
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
         proc = subprocess.run(

@@ -383,6 +383,8 @@ class Nemesis:
         self.c.sched.after_us(gap, self._fault)
 
     def _log(self, f: str, value: Any) -> None:
+        if f not in ("start", "resume", "stop-partition"):  # count faults, not their heals
+            self.count += 1
         self.c.note(f"{f} {value}")
         self.w.record(NEMESIS, INFO, f, value)
 
@@ -397,7 +399,6 @@ class Nemesis:
         kind = self.rng.choice(self.d.faults)
         b = self.rng.randrange(c.n)
         br = c.brokers[b]
-        self.count += 1
         if kind in ("kill", "lossy-kill") and br.node is not None and not self.crashed:
             self.crashed.add(b)
             self._log("kill", {"node": b, "lossy": kind == "lossy-kill"})
