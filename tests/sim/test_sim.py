@@ -127,3 +127,15 @@ def test_seeds_that_once_failed_pass() -> None:
 def test_stale_leader_after_a_session_expiry_race_converges() -> None:
     [s] = run_many(SimOptions(seed=0, time_s=10.0, liveness_s=15.0), [20028], workers=1)
     assert s.ok, s.failure
+
+
+@pytest.mark.xfail(strict=True, reason="known safety bug of the core, found by the simulator "
+                   "(seed 21340 at --time 10): broker 0 led epoch 3 from offset 36 and wrote "
+                   "nothing; as follower of epoch 4 it appended the leader's epoch-2 records "
+                   "36-37 but its leader-epoch cache kept (3, 36) (Kafka's cache drops entries "
+                   "at or past a new entry's start offset); at epoch 5 OffsetsForLeaderEpoch(3) "
+                   "-> (2, 38) truncates it to 36, below the HW 38, while it is in the ISR")
+def test_follower_epoch_cache_keeps_an_empty_epoch() -> None:
+    """The failing run's trace is tests/sim/traces/seed21340.jsonl (`hiwater sim --replay`)."""
+    [s] = run_many(SimOptions(seed=0, time_s=10.0), [21340], workers=1)
+    assert s.ok, s.failure
