@@ -5,16 +5,18 @@ Events come from the network (requests, peer responses), timers and ZooKeeper; e
 and stepped in order, and the effects that come out are applied in order (DESIGN rule 2):
 
     Append*/TruncateTo/Checkpoint*/DeletePartition -> the segment store (`broker.store`)
-    SetTimer/CancelTimer                            -> `loop.call_later`, one handle per key
+    SetTimer/CancelTimer                            -> the `Clock` port, one handle per key
     Choose                                          -> Kafka's first option, fed back as Chosen
-    Zk*                                             -> the ZooKeeper task (kazoo, in order)
-    Send                                            -> a peer broker (`peers.Peers`), or back
-                                                       to the request that is waiting for it
+    Zk*                                             -> the `ZkEffects` port (kazoo, in order)
+    Send                                            -> the `Transport` port: a request to a
+                                                       peer, or the answer to a peer's request
     ProduceReply/ConsumerFetchReply/ListOffsetsReply -> the client request waiting for it
 
-Everything runs on one asyncio loop; `handle` is re-entrant safe (an event raised while
-effects are being applied is queued behind the current one), so the order in which the core
-sees events is the order they were handled.
+Clock, transport and ZooKeeper are ports (`broker.runtime.ports`) and the store is a
+`LogManager` over an FS port, so the live broker (asyncio, kazoo, real files) and the
+deterministic simulator (`harness.sim`) run this same interpreter. `handle` is re-entrant
+safe (an event raised while effects are being applied is queued behind the current one), so
+the order in which the core sees events is the order they were handled.
 
 Long polls (Kafka's DelayedFetch) live here too: `wait_for_change(tps, timeout)` wakes when a
 partition's log or high watermark moves, and the request handler asks the core again.
@@ -25,12 +27,20 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker.runtime.ports import (
+    AsyncioClock,
+    CallbackTransport,
+    CallbackZk,
+    Cancellable,
+    Clock,
+    Transport,
+    ZkEffects,
+)
 from broker.store.config import LogConfig
 from broker.store.log import Log
 from broker.store.manager import LogManager
@@ -156,6 +166,9 @@ class Node:
         zk_effect: Callable[[fx.Effect], None] | None = None,
         topic_config: Callable[[str], LogConfig] | None = None,
         now_ms: Callable[[], int] | None = None,
+        clock: Clock | None = None,
+        transport: Transport | None = None,
+        zookeeper: ZkEffects | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.logs = logs
@@ -165,10 +178,16 @@ class Node:
         self.send_to_peer = send_to_peer or (lambda dst, msg: None)
         self.zk_effect = zk_effect or (lambda e: None)
         self.topic_config = topic_config
-        self.now_ms = now_ms or (lambda: int(time.time() * 1000))
+        self.clock: Clock = clock or AsyncioClock()
+        self.now_ms = now_ms or self.clock.now_ms
+        # Without explicit ports: requests through `send_to_peer` (looked up at each send, so
+        # it can be replaced), answers to the request handlers waiting in `responses`.
+        self.transport: Transport = transport or CallbackTransport(
+            lambda dst, msg: self.send_to_peer(dst, msg), self._resolve_response)
+        self.zookeeper: ZkEffects = zookeeper or CallbackZk(lambda e: self.zk_effect(e))
         self.replies = ReplyWaiters()
         self.responses = ReplyWaiters()  # inbound inter-broker requests: (src, kind, tp)
-        self._timers: dict[tuple[object, ...], asyncio.Handle] = {}
+        self._timers: dict[tuple[object, ...], Cancellable] = {}
         self._queue: collections.deque[ev.Event] = collections.deque()
         self._busy = False
         self._change: dict[TopicPartition, list[asyncio.Future[None]]] = {}
@@ -300,13 +319,8 @@ class Node:
                 old = self._timers.pop(key, None)
                 if old is not None:
                     old.cancel()
-                loop = asyncio.get_running_loop()
-                # A zero-delay timer (a follower's next fetch right after a response) goes
-                # straight to the ready queue: it runs in the loop's next iteration, in the
-                # order it was set, before any task that yields after setting it (the
-                # Fetcher's round assembly relies on that), and never waits on the clock.
-                self._timers[key] = (loop.call_soon(self._fire, key) if delay <= 0
-                                     else loop.call_later(delay / 1000.0, self._fire, key))
+                # delay <= 0 runs as soon as the current work is done, in the order set
+                self._timers[key] = self.clock.call_later(delay, lambda: self._fire(key))
             case fx.CancelTimer(key=key):
                 old = self._timers.pop(key, None)
                 if old is not None:
@@ -317,7 +331,7 @@ class Node:
                 fx.ZkRegisterBroker() | fx.ZkElectController() | fx.ZkResignController()
                 | fx.ZkWritePartitionState() | fx.ZkNotifyIsrChange() | fx.ZkDeleteTopic()
             ):
-                self.zk_effect(e)
+                self.zookeeper.submit(e)
             case fx.ProduceReply() | fx.ConsumerFetchReply() | fx.ListOffsetsReply():
                 self.replies.resolve(e.request_id, e)
             case _:
@@ -329,14 +343,18 @@ class Node:
 
     def _send(self, dst: int, msg: Message) -> None:
         if isinstance(msg, RESPONSES):
-            kind = type(msg).__name__
-            tp = getattr(msg, "tp", None)
-            self.responses.resolve((dst, kind, tp), msg)
+            self.transport.respond(dst, msg)
             return
         if dst == self.broker_id:
             self.handle(ev.MessageReceived(self.broker_id, msg))
             return
-        self.send_to_peer(dst, msg)
+        self.transport.send(dst, msg)
+
+    def _resolve_response(self, dst: int, msg: Message) -> None:
+        """The live transport's answers: to the request handler waiting for them."""
+        kind = type(msg).__name__
+        tp = getattr(msg, "tp", None)
+        self.responses.resolve((dst, kind, tp), msg)
 
     def log(self, tp: TopicPartition) -> Log:
         lg = self.logs.get_log(tp.topic, tp.partition)

@@ -1,0 +1,106 @@
+"""The deterministic simulator against the live campaign, measured in the same run.
+
+    uv run python bench/sim_bench.py                 # 6 seeds in-process, 20 over 2 workers,
+                                                      # and one 20 s live campaign
+    uv run python bench/sim_bench.py --no-live        # the simulator alone
+    uv run python bench/sim_bench.py --seeds 40 --live-time 30
+
+Prints simulated events per wall second (one core), simulated seconds per wall second, seeds
+and faults per hour over the workers, the live campaign's faults per hour, and issue #11's
+aims as ratios: >= 50,000 events/s per core and >= 100x the live campaign's faults per hour.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from harness.sim.cli import run_many  # noqa: E402
+from harness.sim.run import SimOptions, run_seed  # noqa: E402
+
+AIM_EVENTS_PER_S = 50_000
+AIM_FAULT_RATIO = 100.0
+FAULT_STARTS = ("kill", "start-partition", "pause", "expire-session", "clog", "move-leader")
+
+
+def one_core(seeds: int) -> tuple[float, float, int]:
+    """Events per wall second and simulated seconds per wall second, in this process."""
+    events = sim_ms = 0
+    t = time.perf_counter()
+    for s in range(seeds):
+        r = run_seed(SimOptions(seed=50_000 + s))
+        events += r.events
+        sim_ms += r.sim_ms
+    wall = time.perf_counter() - t
+    return events / wall, sim_ms / 1000 / wall, events
+
+
+def many(seeds: int, workers: int) -> tuple[float, float, int]:
+    """Seeds per hour and faults per hour over `workers` processes."""
+    t = time.perf_counter()
+    out = run_many(SimOptions(seed=60_000), list(range(60_000, 60_000 + seeds)), workers)
+    wall = time.perf_counter() - t
+    failed = sum(not s.ok for s in out)
+    return seeds / wall * 3600, sum(s.faults for s in out) / wall * 3600, failed
+
+
+def live_faults_per_hour(time_limit_s: float) -> tuple[float, int, float]:
+    """One local campaign (ZooKeeper + 3 brokers, standard faults), start to report. Every
+    fault-starting nemesis line of its history counts (a campaign may log a fault more than
+    once: this overstates the live rate, so the ratio printed is a lower bound)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        t = time.perf_counter()
+        proc = subprocess.run(
+            [str(Path(sys.executable).parent / "hiwater"), "campaign", "--time-limit",
+             str(time_limit_s),
+             "--store", tmp], cwd=ROOT, capture_output=True, text=True, timeout=900,
+            check=False)
+        wall = time.perf_counter() - t
+        hist = sorted(Path(tmp).glob("**/history.jsonl"))
+        if not hist:
+            raise RuntimeError(f"campaign wrote no history: {proc.stderr[-500:]}")
+        faults = 0
+        for line in hist[0].read_text().splitlines():
+            op = json.loads(line)
+            if op["process"] == "nemesis" and op["type"] == "info" and str(op["f"]).startswith(
+                    FAULT_STARTS):
+                faults += 1
+    return faults / wall * 3600, faults, wall
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", type=int, default=20, help="seeds over the workers")
+    ap.add_argument("--one-core-seeds", type=int, default=6)
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--live-time", type=float, default=20.0, help="live campaign, seconds")
+    ap.add_argument("--no-live", action="store_true")
+    a = ap.parse_args()
+    print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
+    ev_s, sim_x, events = one_core(a.one_core_seeds)
+    print(f"one core: {events} events, {ev_s:,.0f} events/s, {sim_x:.1f} simulated s per wall s")
+    seeds_h, faults_h, failed = many(a.seeds, a.workers)
+    print(f"{a.workers} workers: {seeds_h:,.0f} seeds/h, {faults_h:,.0f} faults/h "
+          f"({failed} of {a.seeds} seeds failed)")
+    print(f"aim events/s per core: {ev_s / AIM_EVENTS_PER_S:.3f} of {AIM_EVENTS_PER_S:,} "
+          f"({'meets' if ev_s >= AIM_EVENTS_PER_S else 'MISSES'})")
+    if not a.no_live:
+        live_h, n, wall = live_faults_per_hour(a.live_time)
+        ratio = faults_h / live_h if live_h else float("inf")
+        print(f"live campaign: {n} faults in {wall:.0f} s wall = {live_h:,.0f} faults/h")
+        print(f"aim faults/h vs live: {ratio:.1f}x of {AIM_FAULT_RATIO:.0f}x "
+              f"({'meets' if ratio >= AIM_FAULT_RATIO else 'MISSES'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

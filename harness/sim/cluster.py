@@ -1,0 +1,538 @@
+"""The simulated cluster: brokers (core + the real `Node` interpreter + the real store on
+`SimFS`), links between them, the simulated ZooKeeper, and the projection into spec's World.
+
+Every callback the scheduler runs is one event; after each one the cluster is projected into
+a `spec.world.World` and `spec.invariants` are checked (state invariants when the
+invariants' view changed, step invariants against the previous world).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker.runtime.node import Node as Interpreter
+from broker.runtime.ports import Cancellable
+from broker.store.batch import decode_records, iter_headers
+from broker.store.config import LogConfig
+from broker.store.fs import SimFS
+from broker.store.manager import LogManager
+from core import effects as fx
+from core import events as ev
+from core.config import ProtocolConfig
+from core.messages import (
+    BatchInfo,
+    ControlledShutdownRequest,
+    FetchRequest,
+    FetchResponse,
+    LeaderAndIsrRequest,
+    Message,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
+from core.replica import fetch_timeout_timer
+from core.types import Errors, Role
+from harness.sim.sched import US_PER_MS, Scheduler
+from harness.sim.zk import SimZooKeeper
+from spec import invariants as inv
+from spec.world import TP, Disk, Ghost, Record, World, Zk
+from spec.world import Node as WorldNode
+
+EPOCH_MS = 1_700_000_000_000  # the simulated wall clock starts here
+DATA_DIR = Path("/data")
+CONTROL = (LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest,
+           ControlledShutdownRequest)
+CONTROL_BACKOFF_MS = (50, 1_000)  # peers.CONTROL_BACKOFF_S
+RPC_FAIL_MS = 1_000  # a fetch whose connection fails is reported after this
+FETCH_MAX_BYTES = 1 << 20
+ZK = -1  # the ZooKeeper host in link tables
+
+
+STATE_CHECKS = frozenset(i.name for i in inv.STATE_INVARIANTS) - {"epoch_offset_uniqueness"}
+
+
+@dataclass(frozen=True)
+class NetConfig:
+    delay_us: int = 500  # base one-way delay
+    jitter_us: int = 1_500  # mean of the exponential part (reorders messages)
+    loss: float = 0.0  # per message
+    duplicate: float = 0.0
+    zk_latency_us: int = 1_000
+
+
+class Violation(Exception):
+    """An invariant broke, or a broker halted: the seed fails."""
+
+    def __init__(self, kind: str, name: str, why: str) -> None:
+        super().__init__(f"{kind} {name}: {why}")
+        self.kind, self.name, self.why = kind, name, why
+
+
+class SimClockPort:
+    """Node's `Clock` port on simulated time; callbacks die with the incarnation."""
+
+    def __init__(self, cluster: Cluster, broker: int, incarnation: int) -> None:
+        self.c, self.b, self.inc = cluster, broker, incarnation
+
+    def now_ms(self) -> int:
+        return EPOCH_MS + self.c.sched.now_us // US_PER_MS
+
+    def call_later(self, delay_ms: int, callback: Callable[[], None]) -> Cancellable:
+        return self.c.sched.after_us(max(0, delay_ms) * US_PER_MS,
+                                     lambda: self.c.run_on(self.b, self.inc, callback))
+
+
+class SimTransportPort:
+    def __init__(self, cluster: Cluster, broker: int, incarnation: int) -> None:
+        self.c, self.b, self.inc = cluster, broker, incarnation
+
+    def send(self, dst: int, message: Message) -> None:
+        self.c.net_send(self.b, self.inc, dst, message)
+
+    def respond(self, dst: int, message: Message) -> None:
+        if isinstance(message, FetchResponse):
+            message = self.c.fill_fetch(self.b, message)
+        self.c.net_send(self.b, self.inc, dst, message)
+
+
+class SimZkPort:
+    def __init__(self, cluster: Cluster, broker: int, incarnation: int) -> None:
+        self.c, self.b, self.inc = cluster, broker, incarnation
+
+    def submit(self, effect: fx.Effect) -> None:
+        self.c.zk.submit(self.b, self.inc, effect)
+
+
+class SimReplies:
+    """Stands in for Node's reply waiters: client replies go to the simulated clients."""
+
+    def __init__(self, cluster: Cluster, broker: int) -> None:
+        self.c, self.b = cluster, broker
+
+    def resolve(self, key: object, value: object) -> bool:
+        return self.c.client_reply(self.b, key, value)
+
+
+class Broker:
+    def __init__(self, cluster: Cluster, bid: int, fs_seed: int) -> None:
+        self.c = cluster
+        self.id = bid
+        self.fs = SimFS(seed=fs_seed)
+        self.incarnation = 0
+        self.node: Interpreter | None = None
+        self.logs: LogManager | None = None
+        self.paused = False
+        self.deferred: list[Callable[[], None]] = []
+        self.mirror: list[Record] = []  # the partition's log as (record id, leader epoch)
+        self.mirror_t: tuple[Record, ...] = ()
+        self.mirror_dirty = False
+
+    @property
+    def alive(self) -> bool:
+        return self.node is not None
+
+    def open_logs(self) -> None:
+        self.logs = LogManager([DATA_DIR], self.c.log_config, self.fs, now_ms=self.c.now_ms())
+        self.mirror = []
+        self.mirror_dirty = True
+        self.sync_mirror()
+
+    def start(self) -> None:
+        if self.logs is None:
+            self.open_logs()
+        assert self.logs is not None
+        self.incarnation += 1
+        inc = self.incarnation
+        c = self.c
+        node = Interpreter(self.id, c.protocol, self.logs,
+                           clock=SimClockPort(c, self.id, inc),
+                           transport=SimTransportPort(c, self.id, inc),
+                           zookeeper=SimZkPort(c, self.id, inc))
+        node.replies = SimReplies(c, self.id)  # type: ignore[assignment]
+        node.on_replica_changed = lambda tp: self.sync_mirror()
+        orig = node.handle
+
+        def handle(e: ev.Event) -> None:
+            c.trace_event(self.id, e)
+            orig(e)
+
+        node.handle = handle  # type: ignore[method-assign,assignment]
+        self.node = node
+        c.zk.connect(self.id, inc)
+        node.handle(ev.Started())
+
+    def crash(self, lossy: bool) -> None:
+        """kill -9 (the page cache survives) or, `lossy`, a machine crash (it does not)."""
+        if self.node is not None:
+            self.node.close()
+        self.node = None
+        self.paused = False
+        self.deferred = []
+        self.c.dirty = True
+        self.incarnation += 1  # every callback of the old process is void
+        self.fs.crash(lose_unsynced=lossy)
+        self.logs = None
+        # Recover now (what the restart will find), so the projected disk is the real one.
+        self.open_logs()
+
+    def sync_mirror(self) -> None:
+        """Follow the store's log of TP after each change (appends and truncations)."""
+        logs = self.logs
+        lg = logs.get_log(TP.topic, TP.partition) if logs is not None else None
+        leo = lg.log_end_offset if lg is not None else 0
+        m = self.mirror
+        held = self.c.held
+        while len(m) > leo:
+            off = len(m) - 1
+            key = (off, m.pop()[1])
+            n = held[key][1] - 1
+            if n:
+                held[key] = (held[key][0], n)
+            else:
+                del held[key]
+        while lg is not None and len(m) < leo:
+            data = lg.read_bytes(len(m), FETCH_MAX_BYTES, verify=False)
+            if not data:
+                break
+            for pos, h in iter_headers(data, validate=False):
+                for r in decode_records(data[pos:pos + h.size], h):
+                    if r.offset >= len(m) and r.value is not None:
+                        rec = (int(r.value), h.partition_leader_epoch)
+                        self.c.hold(self.id, len(m), rec)
+                        m.append(rec)
+        self.mirror_dirty = True
+
+
+class Cluster:
+    def __init__(self, *, seed: int, nodes: int, protocol: ProtocolConfig,
+                 log_config: LogConfig, net: NetConfig, session_timeout_ms: int,
+                 check_invariants: bool = True) -> None:
+        self.rng = random.Random(seed)
+        self.sched = Scheduler()
+        self.protocol = protocol
+        self.log_config = log_config
+        self.net = net
+        self.n = nodes
+        self.down: set[tuple[int, int]] = set()  # directed links cut (ZK = -1)
+        self.clogged: dict[tuple[int, int], int] = {}  # extra delay (us) per link
+        self.check_invariants = check_invariants
+        # Set when anything the projection reads may have changed (a broker stepped, a
+        # process died, ZooKeeper's data changed); events that change nothing (a dropped
+        # message, an idle tick) skip the invariants, whose answer cannot have changed.
+        self.dirty = True
+        self.zk = SimZooKeeper(self.sched, self, nodes, TP, session_timeout_ms, self._touch)
+        self.brokers = [Broker(self, b, self.rng.randrange(1 << 30)) for b in range(nodes)]
+        self.zk_queue_until = [0] * nodes  # FIFO delivery of ZooKeeper events per broker
+        self.zk_inflight = [0] * nodes
+        self.clients: dict[int, Callable[[object], None]] = {}  # request id -> callback
+        self.next_request_id = 0
+        self.acked: set[int] = set()
+        self.ghost = Ghost()
+        self.world: World | None = None
+        self._view: tuple[object, ...] | None = None
+        self.hash = hashlib.sha256()
+        self.trace: list[str] | None = None  # event lines, when asked for
+        self.stepped = 0
+        # epoch_offset_uniqueness, kept incrementally: (offset, epoch) -> (record, copies)
+        self.held: dict[tuple[int, int], tuple[int, int]] = {}
+        self.broken: tuple[str, str] | None = None
+
+    # -- time, tracing ----------------------------------------------------------------------
+
+    def now_ms(self) -> int:
+        return EPOCH_MS + self.sched.now_us // US_PER_MS
+
+    def _touch(self) -> None:
+        self.dirty = True
+
+    def trace_event(self, b: int, e: ev.Event) -> None:
+        self.dirty = True
+        self.stepped += 1
+        line = f"{self.sched.now_us} {b} {_summary(e)}"
+        self.hash.update(line.encode())
+        if self.trace is not None:
+            self.trace.append(line)
+
+    def note(self, line: str) -> None:
+        """A fault or phase change, in the trace and its hash."""
+        line = f"{self.sched.now_us} * {line}"
+        self.hash.update(line.encode())
+        if self.trace is not None:
+            self.trace.append(line)
+
+    def hold(self, b: int, offset: int, rec: Record) -> None:
+        """Count a record copy on a disk; two records at one (offset, epoch) break
+        epoch_offset_uniqueness (the same predicate as spec.invariants', kept incrementally
+        instead of rescanning every log after every event)."""
+        key = (offset, rec[1])
+        cur = self.held.get(key)
+        if cur is None:
+            self.held[key] = (rec[0], 1)
+        elif cur[0] == rec[0]:
+            self.held[key] = (cur[0], cur[1] + 1)
+        elif self.broken is None:
+            self.broken = ("epoch_offset_uniqueness",
+                           f"offset {offset} epoch {rec[1]}: record {cur[0]} on one broker, "
+                           f"record {rec[0]} on broker {b}")
+
+    # -- running callbacks on a broker ------------------------------------------------------
+
+    def run_on(self, b: int, inc: int, fn: Callable[[], None]) -> None:
+        br = self.brokers[b]
+        if br.incarnation != inc or br.node is None:
+            return
+        if br.paused:
+            br.deferred.append(fn)
+            return
+        fn()
+
+    def resume(self, b: int) -> None:
+        """The process runs again and works off its backlog at once, in order (one event:
+        the invariants never see the backlog half-done with nothing marked pending)."""
+        br = self.brokers[b]
+        br.paused = False
+        pending, br.deferred = br.deferred, []
+        for fn in pending:
+            if br.paused or br.node is None:
+                break
+            fn()
+
+    # -- network ----------------------------------------------------------------------------
+
+    def link_up(self, a: int, b: int) -> bool:
+        return (a, b) not in self.down
+
+    def delay_us(self, a: int, b: int) -> int:
+        n = self.net
+        return n.delay_us + int(self.rng.expovariate(1.0 / n.jitter_us)) + self.clogged.get(
+            (a, b), 0)
+
+    def net_send(self, src: int, inc: int, dst: int, msg: Message) -> None:
+        if not 0 <= dst < self.n:
+            return
+        control = isinstance(msg, CONTROL)
+        if not self.link_up(src, dst) or self.rng.random() < self.net.loss:
+            self._lost(src, inc, dst, msg, control, attempt=0)
+            return
+        self.sched.after_us(self.delay_us(src, dst), lambda: self._arrive(src, inc, dst, msg))
+        if self.net.duplicate and self.rng.random() < self.net.duplicate:
+            self.sched.after_us(self.delay_us(src, dst),
+                                lambda: self._arrive(src, inc, dst, msg))
+
+    def _arrive(self, src: int, inc: int, dst: int, msg: Message) -> None:
+        if not self.link_up(src, dst):  # cut while in flight
+            self._lost(src, inc, dst, msg, isinstance(msg, CONTROL), attempt=0)
+            return
+        br = self.brokers[dst]
+        if br.node is None:
+            return
+        self.run_on(dst, br.incarnation, lambda: self._deliver(dst, src, msg))
+
+    def _deliver(self, dst: int, src: int, msg: Message) -> None:
+        node = self.brokers[dst].node
+        if node is not None:
+            node.handle(ev.MessageReceived(src, msg))
+
+    def _lost(self, src: int, inc: int, dst: int, msg: Message, control: bool,
+              attempt: int) -> None:
+        """A control request is resent until it gets through (ControlChannel); a failed
+        fetch round is reported to the follower as its fetch timeout (peers.Fetcher)."""
+        if control:
+            lo, hi = CONTROL_BACKOFF_MS
+            wait = min(hi, lo << min(attempt, 5))
+
+            def again() -> None:
+                if self.brokers[src].incarnation != inc or self.brokers[src].node is None:
+                    return
+                if self.link_up(src, dst) and self.rng.random() >= self.net.loss:
+                    self.sched.after_us(self.delay_us(src, dst),
+                                        lambda: self._arrive(src, inc, dst, msg))
+                else:
+                    self._lost(src, inc, dst, msg, True, attempt + 1)
+
+            self.sched.after_us(wait * US_PER_MS, again)
+            return
+        if isinstance(msg, FetchRequest | OffsetForLeaderEpochRequest):
+            follower, finc = src, inc
+        elif isinstance(msg, FetchResponse | OffsetForLeaderEpochResponse):
+            follower, finc = dst, self.brokers[dst].incarnation
+        else:
+            return
+        tp = msg.tp
+
+        def failed() -> None:
+            node = self.brokers[follower].node
+            if node is not None:
+                node.handle(ev.TimerFired(fetch_timeout_timer(tp)))
+
+        self.sched.after_us(RPC_FAIL_MS * US_PER_MS, lambda: self.run_on(follower, finc, failed))
+
+    def fill_fetch(self, b: int, msg: FetchResponse) -> FetchResponse:
+        """What the leader's Fetch handler reads from its store for the core's answer."""
+        if msg.error != Errors.NONE or msg.end_offset <= msg.fetch_offset:
+            return msg
+        logs = self.brokers[b].logs
+        lg = logs.get_log(msg.tp.topic, msg.tp.partition) if logs is not None else None
+        if lg is None:
+            return dataclasses.replace(msg, end_offset=msg.fetch_offset)
+        data = lg.read_bytes(msg.fetch_offset, FETCH_MAX_BYTES, max_offset=msg.end_offset)
+        batches = tuple(BatchInfo(h.base_offset, h.last_offset, h.partition_leader_epoch,
+                                  h.producer_id, h.producer_epoch, h.base_sequence)
+                        for _, h in iter_headers(data))
+        if not batches or batches[0].base_offset != msg.fetch_offset:
+            return dataclasses.replace(msg, end_offset=msg.fetch_offset)
+        return dataclasses.replace(msg, batches=batches, records=data,
+                                   end_offset=batches[-1].last_offset + 1)
+
+    # -- ZooKeeper host ---------------------------------------------------------------------
+
+    def alive(self, broker: int, incarnation: int) -> bool:
+        br = self.brokers[broker]
+        return br.node is not None and br.incarnation == incarnation
+
+    def zk_reachable(self, broker: int, incarnation: int) -> bool:
+        br = self.brokers[broker]
+        return (br.node is not None and br.incarnation == incarnation and not br.paused
+                and self.link_up(broker, ZK) and self.link_up(ZK, broker))
+
+    def zk_latency_us(self) -> int:
+        return self.net.zk_latency_us + int(self.rng.expovariate(1.0 / self.net.zk_latency_us))
+
+    def zk_deliver(self, broker: int, incarnation: int, events: tuple[ev.Event, ...]) -> None:
+        t = max(self.sched.now_us + self.zk_latency_us(), self.zk_queue_until[broker])
+        self.zk_queue_until[broker] = t
+        self.zk_inflight[broker] += 1
+
+        def arrive() -> None:
+            self.zk_inflight[broker] -= 1
+            self.dirty = True  # the broker's "notifications pending" changed
+            self.run_on(broker, incarnation, lambda: self._zk_events(broker, events))
+
+        self.sched.at(t, arrive)
+
+    def _zk_events(self, b: int, events: tuple[ev.Event, ...]) -> None:
+        node = self.brokers[b].node
+        for e in events:
+            if node is not None:
+                node.handle(e)
+
+    # -- clients ----------------------------------------------------------------------------
+
+    def new_request_id(self) -> int:
+        self.next_request_id += 1
+        return self.next_request_id
+
+    def client_reply(self, b: int, key: object, value: object) -> bool:
+        if isinstance(value, fx.ProduceReply) and value.error == Errors.NONE:
+            rid = self.produced.get(key)  # type: ignore[call-overload]
+            if rid is not None:
+                self.acked.add(rid)
+        elif isinstance(value, fx.ListOffsetsReply) and value.error == Errors.NONE:
+            g = self.ghost  # as spec.model does for the ListOffsets answers it sees
+            self.ghost = g._replace(latest_listed=max(g.latest_listed, value.offset),
+                                    listed_backwards=g.listed_backwards
+                                    or value.offset < g.latest_listed)
+        cb = self.clients.pop(key, None)  # type: ignore[call-overload]
+        if cb is None:
+            return False
+        cb(value)
+        return True
+
+    produced: dict[int, int]  # request id -> record id (set by the workload)
+
+    # -- projection and invariants ----------------------------------------------------------
+
+    def project(self) -> World:
+        nodes = []
+        for br in self.brokers:
+            if br.mirror_dirty:
+                br.mirror_t = tuple(br.mirror)
+                br.mirror_dirty = False
+            st = br.node.state if br.node is not None else None
+            pending = self.zk_inflight[br.id] or br.deferred or (
+                self.zk.isr_unseen and self.zk.controller == br.id)
+            inbox = ("zk",) if pending else ()
+            nodes.append(WorldNode(st, Disk(br.mirror_t), frozenset(), inbox))
+        z = self.zk
+        zk = Zk(controller=z.controller, controller_epoch=z.controller_epoch,
+                controller_epoch_version=z.controller_epoch_version,
+                assignment=z.assignment, partition=z.partition)
+        self._observe(nodes)
+        return World(tuple(nodes), zk, (), self.ghost)
+
+    def _observe(self, nodes: list[WorldNode]) -> None:
+        """The ghost: acknowledged records, exposed prefixes, leaders per epoch."""
+        g = self.ghost
+        exposed, conflict, leaders = g.exposed, g.conflicting_exposure, g.leaders
+        for i, n in enumerate(nodes):
+            r = _replica(n)
+            if r is None or r.role != Role.LEADER:
+                continue
+            if (r.leader_epoch, i) not in leaders:
+                leaders = tuple(sorted((*leaders, (r.leader_epoch, i))))
+            if r.high_watermark == 0:
+                continue
+            prefix = n.disk.records[:r.high_watermark]
+            k = min(len(prefix), len(exposed))
+            if prefix[:k] != exposed[:k]:
+                conflict = True
+            elif len(prefix) > len(exposed):
+                exposed = prefix
+        acked = g.acked if len(g.acked) == len(self.acked) else frozenset(self.acked)
+        if (exposed is not g.exposed or conflict != g.conflicting_exposure
+                or leaders is not g.leaders or acked is not g.acked):
+            self.ghost = g._replace(exposed=exposed, conflicting_exposure=conflict,
+                                    leaders=leaders, acked=acked)
+
+    def after_event(self) -> None:
+        if not self.dirty:
+            return
+        self.dirty = False
+        for br in self.brokers:
+            node = br.node
+            if node is not None and node.failed is not None:
+                raise Violation("halt", f"broker {br.id}", repr(node.failed))
+        if not self.check_invariants:
+            return
+        w = self.project()
+        before = self.world
+        self.world = w
+        if self.broken is not None:
+            raise Violation("invariant", *self.broken)
+        view = inv.view(w)
+        if view != self._view:
+            self._view = view
+            broken = inv.check_state(w, STATE_CHECKS)
+            if broken is not None:
+                raise Violation("invariant", *broken)
+        if before is not None:
+            broken = inv.check_step(before, w)
+            if broken is not None:
+                raise Violation("invariant", *broken)
+
+
+def _replica(n: WorldNode):  # type: ignore[no-untyped-def]
+    st = n.state
+    if st is None:
+        return None
+    for r in st.replicas:
+        if r.tp == TP:
+            return r
+    return None
+
+
+def _summary(e: ev.Event) -> str:
+    """An event as a trace line: its repr, with record bytes replaced by their length."""
+    if isinstance(e, ev.ProduceReceived):
+        return f"ProduceReceived({e.request_id}, acks={e.acks}, {len(e.records)}B)"  # type: ignore[arg-type]
+    if isinstance(e, ev.MessageReceived) and isinstance(e.message, FetchResponse):
+        m = e.message
+        return (f"Fetched<-{e.src}({m.error.name} {m.fetch_offset}..{m.end_offset} "
+                f"hw {m.high_watermark} epoch {m.current_leader_epoch})")
+    return repr(e)

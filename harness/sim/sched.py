@@ -1,0 +1,62 @@
+"""Simulated time: one heap of callbacks ordered by (time, insertion order).
+
+Time is integer microseconds; nothing here reads a clock. Callbacks due at the same time run
+in the order they were scheduled, so a zero-delay timer behaves as asyncio's `call_soon`.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+
+US_PER_MS = 1000
+
+
+class Handle:
+    """A scheduled callback; `cancel` makes it a no-op (Node's `Cancellable`)."""
+
+    __slots__ = ("cancelled", "fn")
+
+    def __init__(self, fn: Callable[[], None]) -> None:
+        self.fn = fn
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class Scheduler:
+    def __init__(self) -> None:
+        self.now_us = 0
+        self._heap: list[tuple[int, int, Handle]] = []
+        self._seq = 0
+        self.events = 0  # callbacks run
+
+    def at(self, t_us: int, fn: Callable[[], None]) -> Handle:
+        h = Handle(fn)
+        self._seq += 1
+        heapq.heappush(self._heap, (max(t_us, self.now_us), self._seq, h))
+        return h
+
+    def after_us(self, delay_us: int, fn: Callable[[], None]) -> Handle:
+        return self.at(self.now_us + max(0, delay_us), fn)
+
+    def run_one(self, until_us: int) -> bool:
+        """Run the next callback due by `until_us`; False when there is none."""
+        heap = self._heap
+        while heap:
+            t, _, h = heap[0]
+            if t > until_us:
+                return False
+            heapq.heappop(heap)
+            if h.cancelled:
+                continue
+            self.now_us = t
+            h.cancelled = True
+            self.events += 1
+            h.fn()
+            return True
+        return False
+
+    def pending(self) -> int:
+        return len(self._heap)

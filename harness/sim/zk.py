@@ -1,0 +1,270 @@
+"""Simulated ZooKeeper: sessions, ephemeral znodes, versioned writes, watches, expiry.
+
+The semantics are spec/world.py's abstract ZooKeeper (and spec/model.py's `_zk_*`), carried
+out the way `broker.runtime.zk.ZkAdapter.execute` and `zkdriver.ZkDriver` turn ZooKeeper into
+core events: each effect's completion events reach the broker before any watch that fired
+after it (one FIFO link per broker), an effect that cannot reach ZooKeeper fails after the
+operation timeout the way `ZkDriver._on_unavailable` handles it, and a registration that
+finds our id held by an older session of ours is retried until that session expires.
+
+A session stays alive while its broker can reach ZooKeeper; one that cannot for
+`session_timeout_ms` expires: its ephemeral znodes go and the watchers hear. The broker hears
+`SessionExpired` once it reaches ZooKeeper again, and carries on under a new session (kazoo).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from core import effects as fx
+from core import events as ev
+from core.types import NO_LEADER, LeaderIsr, LiveBroker, TopicPartition
+from harness.sim.sched import US_PER_MS, Scheduler
+
+OP_TIMEOUT_MS = 2_000  # an effect that cannot reach ZooKeeper fails after this
+RETRY_BACKOFF_MS = 1_000  # ZkDriver.RETRY_BACKOFF_S
+ID_IN_USE_RETRY_MS = 500  # ZkDriver._id_in_use
+TICK_MS = 200  # how often sessions are checked
+
+
+class Host(Protocol):
+    """What the simulated ZooKeeper needs from the cluster."""
+
+    def zk_reachable(self, broker: int, incarnation: int) -> bool: ...
+
+    def alive(self, broker: int, incarnation: int) -> bool: ...
+
+    def zk_deliver(self, broker: int, incarnation: int, events: tuple[ev.Event, ...]) -> None: ...
+
+    def zk_latency_us(self) -> int: ...
+
+
+@dataclass
+class Session:
+    sid: int
+    broker: int
+    incarnation: int
+    last_contact_us: int
+    expired: bool = False
+    told: bool = False  # the broker heard of the expiry
+
+
+class SimZooKeeper:
+    def __init__(self, sched: Scheduler, host: Host, brokers: int, tp: TopicPartition,
+                 session_timeout_ms: int, on_change: Callable[[], None]) -> None:
+        self.sched = sched
+        self.host = host
+        self.tp = tp
+        self.session_timeout_us = session_timeout_ms * US_PER_MS
+        self.on_change = on_change  # the cluster re-checks invariants
+        self.zxid = 0
+        self.next_sid = 0
+        self.sessions: dict[int, Session] = {}
+        self.current: dict[int, int] = {}  # broker -> its current session id
+        self.registered: dict[int, tuple[int, int]] = {}  # broker -> (session id, czxid)
+        self.controller = NO_LEADER
+        self.controller_sid = -1
+        self.controller_epoch = 0
+        self.controller_epoch_version = 0
+        self.assignment = tuple(range(brokers))
+        self.partition: LeaderIsr | None = None
+        self.busy_until: dict[int, int] = {}  # broker -> when its queued effects are done
+        self.expiries = 0
+        # A leader's ISR write landed and the controller has not been sent the change
+        # notification yet (the leader sends it after hearing its write succeeded): the
+        # controller has a notification pending, as spec.world's `inbox`.
+        self.isr_unseen = False
+        sched.after_us(TICK_MS * US_PER_MS, self._tick)
+
+    # -- sessions -------------------------------------------------------------------------
+
+    def connect(self, broker: int, incarnation: int) -> None:
+        """A (re)started broker opens a new session."""
+        self.next_sid += 1
+        s = Session(self.next_sid, broker, incarnation, self.sched.now_us)
+        self.sessions[s.sid] = s
+        self.current[broker] = s.sid
+
+    def _tick(self) -> None:
+        now = self.sched.now_us
+        for sid in sorted(self.sessions):
+            s = self.sessions[sid]
+            if self.host.zk_reachable(s.broker, s.incarnation):
+                s.last_contact_us = now
+                if s.expired and not s.told and self.current.get(s.broker) == sid:
+                    self._tell_expired(s)
+            elif not s.expired and now - s.last_contact_us > self.session_timeout_us:
+                self.expire(sid)
+        # forget sessions that are over and told (or whose broker moved on)
+        for sid in [k for k, s in sorted(self.sessions.items())
+                    if s.expired and (s.told or self.current.get(s.broker) != k)]:
+            del self.sessions[sid]
+        self.sched.after_us(TICK_MS * US_PER_MS, self._tick)
+
+    def expire(self, sid: int) -> None:
+        """The session ends: its ephemeral znodes go, watchers hear."""
+        s = self.sessions.get(sid)
+        if s is None or s.expired:
+            return
+        s.expired = True
+        self.expiries += 1
+        b = s.broker
+        if self.registered.get(b, (None,))[0] == sid:
+            del self.registered[b]
+            self._brokers_changed()
+        if self.controller_sid == sid:
+            self.controller, self.controller_sid = NO_LEADER, -1
+            self._notify_all(ev.ControllerChanged(NO_LEADER))
+        self.on_change()
+
+    def expire_broker(self, broker: int) -> None:
+        sid = self.current.get(broker)
+        if sid is not None:
+            self.expire(sid)
+
+    def _tell_expired(self, s: Session) -> None:
+        """The broker reconnects and learns its session is gone; kazoo opens a new one."""
+        s.told = True
+        self.connect(s.broker, s.incarnation)
+        self.host.zk_deliver(s.broker, s.incarnation, (ev.SessionExpired(),))
+
+    def _live_session(self, broker: int, incarnation: int) -> Session | None:
+        sid = self.current.get(broker)
+        s = self.sessions.get(sid) if sid is not None else None
+        if s is None or s.expired or s.incarnation != incarnation:
+            return None
+        return s
+
+    # -- watches --------------------------------------------------------------------------
+
+    def _live(self) -> tuple[LiveBroker, ...]:
+        return tuple(sorted(LiveBroker(b, cz) for b, (_, cz) in self.registered.items()))
+
+    def _snapshots(self) -> tuple[ev.PartitionSnapshot, ...]:
+        return (ev.PartitionSnapshot(self.tp, self.assignment, self.partition),)
+
+    def _notify(self, broker: int, event: ev.Event) -> None:
+        s = self.current.get(broker)
+        sess = self.sessions.get(s) if s is not None else None
+        if sess is not None and not sess.expired:
+            self.host.zk_deliver(broker, sess.incarnation, (event,))
+
+    def _notify_all(self, event: ev.Event, but: int = NO_LEADER) -> None:
+        for b in sorted(self.current):
+            if b != but:
+                self._notify(b, event)
+
+    def _brokers_changed(self) -> None:
+        if self.controller != NO_LEADER:
+            self._notify(self.controller, ev.BrokersChanged(self._live()))
+
+    # -- effects --------------------------------------------------------------------------
+
+    def submit(self, broker: int, incarnation: int, effect: fx.Effect) -> None:
+        """Carry out `effect` after ZooKeeper's latency, after the broker's earlier ones."""
+        start = max(self.sched.now_us, self.busy_until.get(broker, 0))
+        t = start + self.host.zk_latency_us()
+        self.busy_until[broker] = t
+        self.sched.at(t, lambda: self._execute(broker, incarnation, effect))
+
+    def _execute(self, broker: int, incarnation: int, effect: fx.Effect) -> None:
+        if not self.host.alive(broker, incarnation):
+            return  # a crashed process's effects die with it
+        s = self._live_session(broker, incarnation)
+        if s is None or not self.host.zk_reachable(broker, incarnation):
+            self.sched.after_us(OP_TIMEOUT_MS * US_PER_MS,
+                                lambda: self._unavailable(broker, incarnation, effect))
+            return
+        events = self._apply(broker, s, effect)
+        if events is None:  # our id is held by an older session of ours: wait it out
+            self.sched.after_us(ID_IN_USE_RETRY_MS * US_PER_MS,
+                                lambda: self.submit(broker, incarnation, effect))
+            return
+        if events:
+            self.host.zk_deliver(broker, incarnation, events)
+        self.on_change()
+
+    def _unavailable(self, broker: int, incarnation: int, effect: fx.Effect) -> None:
+        """`ZkDriver._on_unavailable`: retry, resign or report the write failed."""
+        if not self.host.alive(broker, incarnation):
+            return
+        match effect:
+            case (fx.ZkRegisterBroker() | fx.ZkElectController() | fx.ZkNotifyIsrChange()
+                  | fx.ZkDeleteTopic() | fx.ZkResignController()):
+                self.sched.after_us(RETRY_BACKOFF_MS * US_PER_MS,
+                                    lambda: self.submit(broker, incarnation, effect))
+            case fx.ZkWritePartitionState(by_controller=True):
+                self.host.zk_deliver(broker, incarnation, (ev.PartitionStateWritten(
+                    effect.tp, effect.proposed, True, ok=False, fenced=True, current=None),))
+            case fx.ZkWritePartitionState():
+                self.host.zk_deliver(broker, incarnation, (ev.PartitionStateWritten(
+                    effect.tp, effect.proposed, False, ok=False, fenced=False, current=None),))
+            case _:
+                pass
+
+    def _apply(self, b: int, s: Session, effect: fx.Effect) -> tuple[ev.Event, ...] | None:
+        match effect:
+            case fx.ZkRegisterBroker():
+                held = self.registered.get(b)
+                if held is not None and held[0] != s.sid:
+                    return None
+                if held is None:
+                    self.zxid += 1
+                    self.registered[b] = (s.sid, self.zxid)
+                    self._brokers_changed()
+                return (ev.BrokerRegistered(self.registered[b][1]),
+                        ev.ControllerChanged(self.controller))
+            case fx.ZkElectController():
+                return (self._elect(b, s),)
+            case fx.ZkResignController():
+                if self.controller == b and self.controller_sid == s.sid:
+                    self.controller, self.controller_sid = NO_LEADER, -1
+                    self._notify_all(ev.ControllerChanged(NO_LEADER))
+                return ()
+            case fx.ZkWritePartitionState():
+                return (self._write(effect),)
+            case fx.ZkNotifyIsrChange():
+                if self.controller != NO_LEADER:
+                    self.isr_unseen = False  # in flight to the controller now
+                    self._notify(self.controller, ev.IsrChanged(self._snapshots()))
+                return ()
+            case fx.ZkDeleteTopic():
+                return ()
+        raise TypeError(f"not a ZooKeeper effect: {effect!r}")
+
+    def _elect(self, b: int, s: Session) -> ev.ControllerElection:
+        """Kafka's registerControllerAndIncrementControllerEpoch (ZkAdapter._elect_once)."""
+        lost = ev.ControllerElection(False, self.controller, self.controller_epoch,
+                                     self.controller_epoch_version, (), ())
+        if self.controller != NO_LEADER and not (self.controller == b
+                                                 and self.controller_sid == s.sid):
+            return lost
+        if self.registered.get(b, (None,))[0] != s.sid:
+            return lost
+        # (a broker that holds /controller and runs again releases it and wins a new epoch)
+        self.zxid += 1
+        self.controller, self.controller_sid = b, s.sid
+        self.controller_epoch += 1
+        self.controller_epoch_version += 1
+        self.isr_unseen = False  # the new controller reads every partition's state
+        self._notify_all(ev.ControllerChanged(b), but=b)
+        return ev.ControllerElection(True, b, self.controller_epoch,
+                                     self.controller_epoch_version, self._live(),
+                                     self._snapshots())
+
+    def _write(self, e: fx.ZkWritePartitionState) -> ev.PartitionStateWritten:
+        fenced = (e.controller_epoch_zk_version is not None
+                  and e.controller_epoch_zk_version != self.controller_epoch_version)
+        cur = self.partition
+        version_ok = (cur is None and e.expected_zk_version == -1) or (
+            cur is not None and cur.zk_version == e.expected_zk_version)
+        if version_ok and not fenced:
+            self.zxid += 1
+            self.partition = e.proposed
+            if not e.by_controller:
+                self.isr_unseen = True
+            return ev.PartitionStateWritten(e.tp, e.proposed, e.by_controller, True, False, None)
+        return ev.PartitionStateWritten(e.tp, e.proposed, e.by_controller, False, fenced, cur)
+
