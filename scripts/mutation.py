@@ -1,0 +1,533 @@
+"""Mutation testing of the pure core: a small AST mutation runner (see docs/mutation.md).
+
+Why not mutmut: mutmut 3.x mutates only inside functions and methods (its trampolines replace
+function bodies; module and class bodies are copied unchanged), so it never generates the
+mutants that matter most in a protocol core of values: Kafka's error codes (an IntEnum),
+UNDEFINED_EPOCH, MAX_SEQUENCE, the configuration defaults. This runner mutates every line.
+
+One mutant at a time: the file's source is changed in one place, and the fast test layer
+(`tests/core`, without the hash-seed subprocess test) runs against it in a forked child of a
+process that has pytest and Hypothesis loaded but not the target, with an import hook that
+serves the mutated source in place of the file. A mutant is killed when a test fails, when the
+module does not import, or when the tests time out; it survives when every test passes.
+
+Mutations (one per mutant): comparison operators (== !=, < <=, > >=, in / not in, is / is not),
++ and -, and / or, integer constants +1 and -1, booleans flipped, negated if / elif / while /
+conditional-expression conditions, min <-> max, and removed statements (an expression, an
+assignment or an augmented assignment inside a function becomes `pass`). Docstrings, string
+constants and type annotations are not mutated.
+
+    uv run python scripts/mutation.py [--jobs 2] [--files core/replica.py ...] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.abc
+import importlib.util
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_FILES = tuple(
+    sorted(str(p.relative_to(ROOT)) for p in (ROOT / "core").rglob("*.py"))
+) + ("spec/invariants.py",)
+# The fast layer: rule-level tests and the event-by-event core tests (seconds, not minutes).
+CORE_TESTS = ("tests/core/rules", "tests/core/test_rules.py", "tests/core/test_replica.py",
+              "tests/core/test_topic_config.py", "tests/core/test_controlled_shutdown.py")
+SPEC_TESTS = ("tests/spec/test_invariants.py", "tests/spec/test_regressions.py")
+
+_SWAP_CMP: dict[type, type] = {
+    ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Lt: ast.LtE, ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.In: ast.NotIn, ast.NotIn: ast.In,
+    ast.Is: ast.IsNot, ast.IsNot: ast.Is,
+}
+_OPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
+        ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not"}
+
+
+@dataclass(frozen=True)
+class Mutant:
+    file: str
+    index: int  # n-th mutation site of the file, in the order `sites` yields them
+    line: int
+    kind: str
+    description: str
+    code: str  # the mutated line, stripped: how docs/mutation.md names an equivalent mutant
+
+
+@dataclass
+class Result:
+    mutant: Mutant
+    status: str  # killed | survived | timeout
+    seconds: float
+
+
+# ---------------------------------------------------------------------------------------
+# mutation sites
+
+
+def _docstring_ids(tree: ast.AST) -> set[int]:
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                out.add(id(body[0]))
+    return out
+
+
+def _annotation_ids(tree: ast.AST) -> set[int]:
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        anns: list[ast.AST | None] = []
+        if isinstance(node, ast.AnnAssign):
+            anns.append(node.annotation)
+        elif isinstance(node, ast.arg):
+            anns.append(node.annotation)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            anns.append(node.returns)
+        for a in anns:
+            if a is not None:
+                out.update(id(n) for n in ast.walk(a))
+    return out
+
+
+def _inside_functions(tree: ast.AST) -> set[int]:
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for stmt in node.body:
+                out.update(id(n) for n in ast.walk(stmt))
+    return out
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    return isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+
+
+def sites(tree: ast.AST) -> Iterator[tuple[ast.AST, str, str, int]]:
+    """Every (node, kind, description, variant) that can be mutated, in a fixed order."""
+    docs = _docstring_ids(tree)
+    anns = _annotation_ids(tree)
+    in_fn = _inside_functions(tree)
+    for node in ast.walk(tree):
+        if id(node) in anns:
+            continue
+        if isinstance(node, ast.Compare):
+            for k, op in enumerate(node.ops):
+                new = _SWAP_CMP[type(op)]
+                yield node, "compare", f"{_OPS[type(op)]} -> {_OPS[new]}", k
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub):
+            if isinstance(node.left, ast.Constant) and isinstance(node.left.value, str):
+                continue  # string concatenation
+            desc = "+ -> -" if isinstance(node.op, ast.Add) else "- -> +"
+            yield node, "arith", desc, 0
+        elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add | ast.Sub):
+            if id(node) in in_fn and not _is_list_extend(node):
+                desc = "+= -> -=" if isinstance(node.op, ast.Add) else "-= -> +="
+                yield node, "arith", desc, 0
+        elif isinstance(node, ast.BoolOp):
+            desc = "and -> or" if isinstance(node.op, ast.And) else "or -> and"
+            yield node, "boolop", desc, 0
+        elif isinstance(node, ast.Constant):
+            v = node.value
+            if isinstance(v, bool):
+                yield node, "constant", f"{v} -> {not v}", 0
+            elif isinstance(v, int):
+                yield node, "constant", f"{v} -> {v + 1}", 1
+                yield node, "constant", f"{v} -> {v - 1}", -1
+        elif isinstance(node, ast.If | ast.While | ast.IfExp):
+            if isinstance(node, ast.If) and _is_type_checking(node):
+                continue
+            yield node, "negate", "condition negated", 0
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in ("min", "max")):
+            other = "max" if node.func.id == "min" else "min"
+            yield node, "minmax", f"{node.func.id} -> {other}", 0
+        if (isinstance(node, ast.Expr | ast.Assign | ast.AugAssign) and id(node) in in_fn
+                and id(node) not in docs):
+            yield node, "remove", "statement removed", 0
+
+
+def _is_list_extend(node: ast.AugAssign) -> bool:
+    """`out += [...]` / `out += e` on effect lists: `-=` would be a TypeError, not a mutant
+    worth the time; removing the statement is mutated instead."""
+    return isinstance(node.target, ast.Name) and node.target.id in ("out", "replicas")
+
+
+class _Apply(ast.NodeTransformer):
+    def __init__(self, target: ast.AST, kind: str, variant: int) -> None:
+        self.target, self.kind, self.variant = target, kind, variant
+
+    def visit(self, node: ast.AST) -> ast.AST:
+        if node is not self.target:
+            return super().visit(node)
+        k, v = self.kind, self.variant
+        if k == "compare":
+            assert isinstance(node, ast.Compare)
+            node.ops[v] = _SWAP_CMP[type(node.ops[v])]()
+        elif k == "arith" and isinstance(node, ast.BinOp):
+            node.op = ast.Sub() if isinstance(node.op, ast.Add) else ast.Add()
+        elif k == "arith" and isinstance(node, ast.AugAssign):
+            node.op = ast.Sub() if isinstance(node.op, ast.Add) else ast.Add()
+        elif k == "boolop":
+            assert isinstance(node, ast.BoolOp)
+            node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+        elif k == "constant":
+            assert isinstance(node, ast.Constant)
+            node.value = (not node.value) if isinstance(node.value, bool) else node.value + v
+        elif k == "negate":
+            assert isinstance(node, ast.If | ast.While | ast.IfExp)
+            node.test = ast.UnaryOp(op=ast.Not(), operand=node.test)
+        elif k == "minmax":
+            assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            node.func.id = "max" if node.func.id == "min" else "min"
+        elif k == "remove":
+            return ast.Pass()
+        return node
+
+
+def mutants_of(file: str) -> list[Mutant]:
+    text = (ROOT / file).read_text()
+    lines = text.splitlines()
+    tree = ast.parse(text, filename=file)
+    out = []
+    for i, (node, kind, desc, _) in enumerate(sites(tree)):
+        line = getattr(node, "lineno", 0)
+        out.append(Mutant(file, i, line, kind, desc, lines[line - 1].strip() if line else ""))
+    return out
+
+
+def mutated_source(m: Mutant) -> str:
+    tree = ast.parse((ROOT / m.file).read_text(), filename=m.file)
+    node, kind, _, variant = list(sites(tree))[m.index]
+    tree = _Apply(node, kind, variant).visit(tree)
+    ast.fix_missing_locations(tree)
+    return ast.unparse(tree)
+
+
+# ---------------------------------------------------------------------------------------
+# running
+
+
+def _module_name(file: str) -> str:
+    p = Path(file).with_suffix("")
+    parts = p.parts[:-1] if p.name == "__init__" else p.parts
+    return ".".join(parts)
+
+
+class _Serve(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serve `source` as module `name` (at its real path, so tracebacks still point there)."""
+
+    def __init__(self, name: str, path: Path, source: str) -> None:
+        self.name, self.path, self.source = name, path, source
+
+    def find_spec(self, fullname, path, target=None):  # type: ignore[no-untyped-def]
+        if fullname != self.name:
+            return None
+        is_pkg = self.path.name == "__init__.py"
+        return importlib.util.spec_from_file_location(
+            fullname, self.path, loader=self,
+            submodule_search_locations=[str(self.path.parent)] if is_pkg else None,
+        )
+
+    def create_module(self, spec):  # type: ignore[no-untyped-def]
+        return None
+
+    def exec_module(self, module):  # type: ignore[no-untyped-def]
+        exec(compile(self.source, str(self.path), "exec"), module.__dict__)
+
+
+IMPORT = "<import>"  # lines run outside any test, or in a module or class body
+
+
+class _Cover:
+    """Which test runs which line of the targets (sys.settrace; Hypothesis is derandomized so
+    a child replays exactly the examples seen here). Module and class bodies count as
+    IMPORT: a constant there reaches every test that uses the module."""
+
+    def __init__(self, files: list[str]) -> None:
+        self.files = {str(ROOT / f): f for f in files}
+        self.current = IMPORT
+        self.hits: dict[str, set[tuple[str, int]]] = {}
+
+    def global_trace(self, frame, event, arg):  # type: ignore[no-untyped-def]
+        if frame.f_code.co_filename in self.files:
+            self._hit(frame)
+            return self.local_trace
+        return None
+
+    def local_trace(self, frame, event, arg):  # type: ignore[no-untyped-def]
+        if event == "line":
+            self._hit(frame)
+        return self.local_trace
+
+    def _hit(self, frame) -> None:  # type: ignore[no-untyped-def]
+        code = frame.f_code
+        who = self.current if code.co_flags & 0x1 else IMPORT  # CO_OPTIMIZED: a function
+        self.hits.setdefault(who, set()).add((self.files[code.co_filename], frame.f_lineno))
+
+
+def coverage(files: list[str], tests: list[str], out: Path) -> None:
+    """Run `tests` once, unmutated, recording per test the target lines it runs."""
+    pid = os.fork()
+    if pid == 0:
+        import pytest
+
+        cover = _Cover(files)
+
+        class Plugin:
+            @pytest.hookimpl(hookwrapper=True)
+            def pytest_runtest_protocol(self, item, nextitem):  # type: ignore[no-untyped-def]
+                cover.current = item.nodeid
+                yield
+                cover.current = IMPORT
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        sys.settrace(cover.global_trace)
+        code = pytest.main(["-q", "-p", "no:cacheprovider", "-o", "addopts=", "--timeout=0",
+                            *tests], plugins=[Plugin()])
+        sys.settrace(None)
+        out.write_text(json.dumps({k: sorted(v) for k, v in cover.hits.items()}))
+        os._exit(int(code))
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"the unmutated code fails {' '.join(tests)}: fix that first")
+
+
+def _site_lines(tree: ast.AST) -> list[set[int]]:
+    """Per mutation site, the lines whose execution means the site ran: the node's own lines
+    and the first line of the statement holding it."""
+    holder: dict[int, int] = {}
+    for node in ast.walk(tree):  # breadth-first: inner statements overwrite outer ones
+        if isinstance(node, ast.stmt):
+            for sub in ast.walk(node):
+                holder[id(sub)] = node.lineno
+    out = []
+    for node, _, _, _ in sites(tree):
+        first = getattr(node, "lineno", 0)
+        last = getattr(node, "end_lineno", first) or first
+        out.append(set(range(first, last + 1)) | {holder.get(id(node), first)})
+    return out
+
+
+def select_tests(m: Mutant, lines: set[int], hits: dict[str, set[tuple[str, int]]]
+                 ) -> list[str] | None:
+    """The tests that run the mutated code; None: every test (it runs at import)."""
+    keys = {(m.file, n) for n in lines}
+    if keys & hits.get(IMPORT, set()):
+        return None
+    return sorted(t for t, h in hits.items() if t != IMPORT and keys & h)
+
+
+def _tests_for(file: str) -> list[str]:
+    tests = SPEC_TESTS if file.startswith("spec/") else CORE_TESTS
+    return [t for t in tests if (ROOT / t).exists()]
+
+
+def _child(m: Mutant | None, tests: list[str]) -> None:
+    """In the forked child: install the mutant, run the tests, exit with pytest's code."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    if m is not None:
+        try:
+            source = mutated_source(m)
+        except Exception:  # noqa: BLE001 - an unprintable mutant is not a mutant
+            os._exit(99)
+        sys.meta_path.insert(0, _Serve(_module_name(m.file), ROOT / m.file, source))
+    import pytest
+
+    code = pytest.main(["-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                        "-o", "addopts=", "--timeout=0", *tests])
+    os._exit(int(code))
+
+
+def _prepare() -> None:
+    """Load what the tests need, except the targets, once in the parent (the children fork
+    from here, so each starts in milliseconds)."""
+    import hypothesis
+    import pytest  # noqa: F401
+
+    hypothesis.settings.register_profile(
+        "mutation", database=None, derandomize=True, deadline=None, print_blob=False
+    )
+    hypothesis.settings.load_profile("mutation")
+    for name in sys.modules:
+        if name.split(".")[0] in ("core", "spec"):
+            raise SystemExit(f"the runner imported {name} before forking")
+
+
+def _fork(m: Mutant | None, tests: list[str]) -> int:
+    pid = os.fork()
+    if pid == 0:
+        os.setpgid(0, 0)
+        _child(m, tests)
+    return pid
+
+
+def run(mutants: list[Mutant], tests: dict[Mutant, list[str]], jobs: int, timeout_s: float,
+        log: Path | None) -> list[Result]:
+    results: list[Result] = []
+    queue = [m for m in mutants if tests[m]]
+    for m in mutants:
+        if not tests[m]:
+            results.append(Result(m, "survived", 0.0))
+            print(f"  survived (no test runs it) {m.file}:{m.line} {m.description}: {m.code}",
+                  flush=True)
+    running: dict[int, tuple[Mutant, float]] = {}
+    total = len(queue)
+    logf = log.open("a") if log else None
+    while queue or running:
+        while queue and len(running) < jobs:
+            m = queue.pop(0)
+            running[_fork(m, tests[m])] = (m, time.monotonic())
+        time.sleep(0.02)
+        for pid, (m, started) in list(running.items()):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            elapsed = time.monotonic() - started
+            if done == 0:
+                if elapsed > timeout_s:
+                    os.killpg(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    del running[pid]
+                    results.append(Result(m, "timeout", elapsed))
+                else:
+                    continue
+            else:
+                del running[pid]
+                code = os.waitstatus_to_exitcode(status)
+                results.append(Result(m, "survived" if code == 0 else "killed", elapsed))
+            r = results[-1]
+            if logf:
+                logf.write(json.dumps(asdict(r)) + "\n")
+                logf.flush()
+            if r.status == "survived":
+                print(f"  survived {m.file}:{m.line} {m.description}: {m.code}", flush=True)
+            if len(results) % 100 == 0:
+                print(f"  {len(results)}/{total} mutants judged", flush=True)
+    return results
+
+
+def baseline(tests: list[str]) -> float:
+    started = time.monotonic()
+    pid = _fork(None, tests)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"the unmutated code fails {' '.join(tests)}: fix that first")
+    return time.monotonic() - started
+
+
+def _equivalent(m: Mutant, listed: set[tuple[str, str, str]]) -> bool:
+    return (m.file, m.code, m.description) in listed
+
+
+def report(results: list[Result], listed: set[tuple[str, str, str]]) -> dict[str, dict[str, int]]:
+    per: dict[str, dict[str, int]] = {}
+    for r in results:
+        d = per.setdefault(r.mutant.file, {"mutants": 0, "killed": 0, "equivalent": 0,
+                                           "survived": 0})
+        d["mutants"] += 1
+        if r.status in ("killed", "timeout"):
+            d["killed"] += 1
+        elif _equivalent(r.mutant, listed):
+            d["equivalent"] += 1
+        else:
+            d["survived"] += 1
+    return per
+
+
+def _equivalents() -> set[tuple[str, str, str]]:
+    """Mutants docs/mutation.md lists as equivalent, as table rows
+    `| core/x.py | `the line` | the mutation | why |` (by line text, not number, so edits
+    elsewhere in the file do not unlist them)."""
+    doc = ROOT / "docs" / "mutation.md"
+    out: set[tuple[str, str, str]] = set()
+    if not doc.exists():
+        return out
+    for line in doc.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 4 and cells[0].endswith(".py") and cells[1].startswith("`"):
+            out.add((cells[0], cells[1].strip("`").replace("\\|", "|"), cells[2]))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--files", nargs="*", default=list(DEFAULT_FILES))
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--json", type=Path, default=ROOT / ".mutation" / "results.json")
+    ap.add_argument("--limit", type=int, default=0, help="judge only the first N mutants")
+    ap.add_argument("--list", action="store_true", help="list the mutants and stop")
+    args = ap.parse_args()
+    mutants = [m for f in args.files for m in mutants_of(f)]
+    if args.limit:
+        mutants = mutants[: args.limit]
+    if args.list:
+        for m in mutants:
+            print(f"{m.file} #{m.index} line {m.line} {m.kind}: {m.description}")
+        return 0
+    _prepare()
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    chosen: dict[Mutant, list[str]] = {}
+    slowest = 0.0
+    for suite in sorted({tuple(_tests_for(f)) for f in args.files}):
+        files = [f for f in args.files if tuple(_tests_for(f)) == suite]
+        t0 = time.monotonic()
+        cov = args.json.parent / "coverage.json"
+        coverage(files, list(suite), cov)
+        hits = {k: {(f, n) for f, n in v} for k, v in json.loads(cov.read_text()).items()}
+        print(f"coverage of {' '.join(suite)}: {time.monotonic() - t0:.1f} s, "
+              f"{len(hits) - 1} tests", flush=True)
+        slowest = max(slowest, baseline(list(suite)))
+        for f in files:
+            tree = ast.parse((ROOT / f).read_text(), filename=f)
+            for m, lines in zip(mutants_of(f), _site_lines(tree), strict=True):
+                sel = select_tests(m, lines, hits)
+                chosen[m] = list(suite) if sel is None else sel
+    mutants = [m for m in mutants if m in chosen]
+    timeout_s = max(30.0, 5 * slowest)
+    print(f"{len(mutants)} mutants in {len(args.files)} files, {args.jobs} jobs, "
+          f"timeout {timeout_s:.0f} s (unmutated suite {slowest:.1f} s)", flush=True)
+    started = time.monotonic()
+    results = run(mutants, chosen, args.jobs, timeout_s, args.json.with_suffix(".jsonl"))
+    wall = time.monotonic() - started
+    listed = _equivalents()
+    per = report(results, listed)
+    args.json.write_text(json.dumps(
+        {"wall_seconds": wall, "per_file": per,
+         "survivors": [asdict(r.mutant) for r in results
+                       if r.status == "survived" and not _equivalent(r.mutant, listed)]},
+        indent=1))
+    print(f"\n{'file':32} {'mutants':>8} {'killed':>7} {'equiv':>6} {'alive':>6} {'score':>7}")
+    tot = {"mutants": 0, "killed": 0, "equivalent": 0, "survived": 0}
+    for f in sorted(per):
+        d = per[f]
+        for k in tot:
+            tot[k] += d[k]
+        print(f"{f:32} {d['mutants']:8} {d['killed']:7} {d['equivalent']:6} {d['survived']:6} "
+              f"{_score(d):6.1f}%")
+    core = {k: sum(d[k] for f, d in per.items() if f.startswith("core/")) for k in tot}
+    print(f"{'core/ total':32} {core['mutants']:8} {core['killed']:7} {core['equivalent']:6} "
+          f"{core['survived']:6} {_score(core):6.1f}%")
+    print(f"wall {wall:.0f} s, load average {os.getloadavg()[0]:.1f}")
+    return 0
+
+
+def _score(d: dict[str, int]) -> float:
+    """Killed over mutants that are not equivalent (mutmut's and Stryker's definition)."""
+    judged = d["mutants"] - d["equivalent"]
+    return 100.0 * d["killed"] / judged if judged else 100.0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
