@@ -427,7 +427,11 @@ def on_controlled_shutdown(
 ) -> tuple[ControllerState, Effects]:
     """Move leadership off a broker that asks to shut down, and take it out of ISRs."""
     b = req.broker_id
-    if req.broker_epoch != _broker_epoch(c, b):
+    # fix: a broker that is not live (its session expired: it sends broker epoch -1, the
+    # same -1 `_broker_epoch` gives for an unknown broker) was accepted and stayed listed as
+    # shutting down after it registered again, so it could never lead nor rejoin an ISR.
+    # Kafka refuses it too (BrokerNotAvailable).
+    if b not in _live_ids(c) or req.broker_epoch != _broker_epoch(c, b):
         return c, [fx.Send(b, ControlledShutdownResponse(Errors.STALE_BROKER_EPOCH, ()))]
     if b not in c.shutting_down:
         c = c._replace(shutting_down=tuple(sorted((*c.shutting_down, b))))

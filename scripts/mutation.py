@@ -36,12 +36,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_FILES = tuple(
-    sorted(str(p.relative_to(ROOT)) for p in (ROOT / "core").rglob("*.py"))
-) + ("spec/invariants.py",)
+DEFAULT_FILES = (
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "core").rglob("*.py")),
+    "spec/invariants.py",
+)
 # The fast layer: rule-level tests and the event-by-event core tests (seconds, not minutes).
 CORE_TESTS = ("tests/core/rules", "tests/core/test_rules.py", "tests/core/test_replica.py",
-              "tests/core/test_topic_config.py", "tests/core/test_controlled_shutdown.py")
+              "tests/core/test_topic_config.py", "tests/core/test_controlled_shutdown.py",
+              "tests/core/test_replica_paths.py", "tests/core/test_controller_paths.py")
 SPEC_TESTS = ("tests/spec/test_invariants.py", "tests/spec/test_regressions.py")
 
 _SWAP_CMP: dict[type, type] = {
@@ -88,9 +90,7 @@ def _annotation_ids(tree: ast.AST) -> set[int]:
     out: set[int] = set()
     for node in ast.walk(tree):
         anns: list[ast.AST | None] = []
-        if isinstance(node, ast.AnnAssign):
-            anns.append(node.annotation)
-        elif isinstance(node, ast.arg):
+        if isinstance(node, (ast.AnnAssign, ast.arg)):
             anns.append(node.annotation)
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             anns.append(node.returns)
@@ -174,9 +174,7 @@ class _Apply(ast.NodeTransformer):
         if k == "compare":
             assert isinstance(node, ast.Compare)
             node.ops[v] = _SWAP_CMP[type(node.ops[v])]()
-        elif k == "arith" and isinstance(node, ast.BinOp):
-            node.op = ast.Sub() if isinstance(node.op, ast.Add) else ast.Add()
-        elif k == "arith" and isinstance(node, ast.AugAssign):
+        elif k == "arith" and isinstance(node, ast.BinOp | ast.AugAssign):
             node.op = ast.Sub() if isinstance(node.op, ast.Add) else ast.Add()
         elif k == "boolop":
             assert isinstance(node, ast.BoolOp)
@@ -246,6 +244,15 @@ class _Serve(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         exec(compile(self.source, str(self.path), "exec"), module.__dict__)
 
 
+_PRIORITY = ("core/rules/", "core/producer.py", "core/replica.py", "core/controller.py",
+             "core/node.py")
+
+
+def _priority(file: str) -> int:
+    return next((i for i, p in enumerate(_PRIORITY) if file.startswith(p)), len(_PRIORITY))
+
+
+_PYTEST_ARGS = ("-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:timeout", "-o", "addopts=")
 IMPORT = "<import>"  # lines run outside any test, or in a module or class body
 
 
@@ -283,21 +290,24 @@ def coverage(files: list[str], tests: list[str], out: Path) -> None:
         import pytest
 
         cover = _Cover(files)
+        durations: dict[str, float] = {}
 
         class Plugin:
             @pytest.hookimpl(hookwrapper=True)
             def pytest_runtest_protocol(self, item, nextitem):  # type: ignore[no-untyped-def]
                 cover.current = item.nodeid
+                t0 = time.perf_counter()
                 yield
+                durations[item.nodeid] = time.perf_counter() - t0
                 cover.current = IMPORT
 
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
         sys.settrace(cover.global_trace)
-        code = pytest.main(["-q", "-p", "no:cacheprovider", "-o", "addopts=", "--timeout=0",
-                            *tests], plugins=[Plugin()])
+        code = pytest.main(["-q", *_PYTEST_ARGS, *tests], plugins=[Plugin()])
         sys.settrace(None)
-        out.write_text(json.dumps({k: sorted(v) for k, v in cover.hits.items()}))
+        out.write_text(json.dumps({"hits": {k: sorted(v) for k, v in cover.hits.items()},
+                                   "durations": durations}))
         os._exit(int(code))
     _, status = os.waitpid(pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
@@ -320,18 +330,60 @@ def _site_lines(tree: ast.AST) -> list[set[int]]:
     return out
 
 
-def select_tests(m: Mutant, lines: set[int], hits: dict[str, set[tuple[str, int]]]
-                 ) -> list[str] | None:
-    """The tests that run the mutated code; None: every test (it runs at import)."""
+def select_tests(m: Mutant, lines: set[int], hits: dict[str, set[tuple[str, int]]],
+                 durations: dict[str, float]) -> list[str] | None:
+    """The tests that run the mutated code, quickest first (pytest -x stops at the first
+    failure); None: every test (the code runs at import)."""
     keys = {(m.file, n) for n in lines}
     if keys & hits.get(IMPORT, set()):
         return None
-    return sorted(t for t, h in hits.items() if t != IMPORT and keys & h)
+    return sorted((t for t, h in hits.items() if t != IMPORT and keys & h),
+                  key=lambda t: (durations.get(t, 0.0), t))
 
 
 def _tests_for(file: str) -> list[str]:
     tests = SPEC_TESTS if file.startswith("spec/") else CORE_TESTS
     return [t for t in tests if (ROOT / t).exists()]
+
+
+def _imports(file: str) -> set[str]:
+    """The core/spec modules whose objects `file` binds: `from a.b import c` binds module
+    a.b.c if there is one, else names of a.b. (Importing a.b also runs package a, but a
+    module that binds nothing of a does not go stale when a changes.)"""
+    tree = ast.parse((ROOT / file).read_text())
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for a in node.names:
+                sub = f"{node.module}.{a.name}"
+                out.add(sub if _file_of(sub) else node.module)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+    return {n for n in out if n.split(".")[0] in ("core", "spec") and _file_of(n)}
+
+
+def _file_of(module: str) -> str | None:
+    p = ROOT / Path(*module.split("."))
+    for f in (p.with_suffix(".py"), p / "__init__.py"):
+        if f.exists():
+            return str(f.relative_to(ROOT))
+    return None
+
+
+def dependents(target: str) -> set[str]:
+    """Modules that must be executed afresh when `target` changes: it and every core/spec
+    module that imports it, directly or not."""
+    files = [str(p.relative_to(ROOT)) for d in ("core", "spec") for p in (ROOT / d).rglob("*.py")]
+    graph = {_module_name(f): _imports(f) for f in files}
+    out = {_module_name(target)}
+    grew = True
+    while grew:
+        grew = False
+        for mod, deps in graph.items():
+            if mod not in out and deps & out:
+                out.add(mod)
+                grew = True
+    return out
 
 
 def _child(m: Mutant | None, tests: list[str]) -> None:
@@ -342,13 +394,14 @@ def _child(m: Mutant | None, tests: list[str]) -> None:
     if m is not None:
         try:
             source = mutated_source(m)
-        except Exception:  # noqa: BLE001 - an unprintable mutant is not a mutant
+        except Exception:
             os._exit(99)
+        for name in dependents(m.file):
+            sys.modules.pop(name, None)
         sys.meta_path.insert(0, _Serve(_module_name(m.file), ROOT / m.file, source))
     import pytest
 
-    code = pytest.main(["-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-                        "-o", "addopts=", "--timeout=0", *tests])
+    code = pytest.main(["-x", "-q", *_PYTEST_ARGS, *tests])
     os._exit(int(code))
 
 
@@ -356,15 +409,16 @@ def _prepare() -> None:
     """Load what the tests need, except the targets, once in the parent (the children fork
     from here, so each starts in milliseconds)."""
     import hypothesis
+    import kio.schema.errors  # noqa: F401 - what the tests import besides the targets
     import pytest  # noqa: F401
 
     hypothesis.settings.register_profile(
         "mutation", database=None, derandomize=True, deadline=None, print_blob=False
     )
     hypothesis.settings.load_profile("mutation")
-    for name in sys.modules:
-        if name.split(".")[0] in ("core", "spec"):
-            raise SystemExit(f"the runner imported {name} before forking")
+    # The targets too, unmutated: a child drops and re-imports only the mutated module and
+    # the modules that import it (see `dependents`).
+    import core.node  # noqa: F401
 
 
 def _fork(m: Mutant | None, tests: list[str]) -> int:
@@ -479,22 +533,30 @@ def main() -> int:
     _prepare()
     args.json.parent.mkdir(parents=True, exist_ok=True)
     chosen: dict[Mutant, list[str]] = {}
+    everything: set[Mutant] = set()
     slowest = 0.0
     for suite in sorted({tuple(_tests_for(f)) for f in args.files}):
         files = [f for f in args.files if tuple(_tests_for(f)) == suite]
         t0 = time.monotonic()
         cov = args.json.parent / "coverage.json"
         coverage(files, list(suite), cov)
-        hits = {k: {(f, n) for f, n in v} for k, v in json.loads(cov.read_text()).items()}
+        data = json.loads(cov.read_text())
+        hits = {k: {(f, n) for f, n in v} for k, v in data["hits"].items()}
+        durations: dict[str, float] = data["durations"]
+        every = sorted(durations, key=lambda t: (durations[t], t))
         print(f"coverage of {' '.join(suite)}: {time.monotonic() - t0:.1f} s, "
               f"{len(hits) - 1} tests", flush=True)
         slowest = max(slowest, baseline(list(suite)))
         for f in files:
             tree = ast.parse((ROOT / f).read_text(), filename=f)
             for m, lines in zip(mutants_of(f), _site_lines(tree), strict=True):
-                sel = select_tests(m, lines, hits)
-                chosen[m] = list(suite) if sel is None else sel
-    mutants = [m for m in mutants if m in chosen]
+                sel = select_tests(m, lines, hits, durations)
+                chosen[m] = every if sel is None else sel
+                if sel is None:
+                    everything.add(m)
+    # the behaviour first (selected tests, fast); module and class bodies (every test) last
+    mutants = sorted((m for m in mutants if m in chosen),
+                     key=lambda m: (m in everything, _priority(m.file), m.file, m.index))
     timeout_s = max(30.0, 5 * slowest)
     print(f"{len(mutants)} mutants in {len(args.files)} files, {args.jobs} jobs, "
           f"timeout {timeout_s:.0f} s (unmutated suite {slowest:.1f} s)", flush=True)

@@ -116,12 +116,12 @@ def test_a_shutting_down_broker_is_never_elected_nor_added_back() -> None:
     election, preferred election, operator moves) and keeps it out of new ISRs."""
     s, _ = step(controller(), ev.MessageReceived(1, ControlledShutdownRequest(1, 7)))
     # operator move and preferred election towards it are refused
-    s2, out = step(s, ev.LeaderMoveRequested(LED_CHOICE, 1))
+    _, out = step(s, ev.LeaderMoveRequested(LED_CHOICE, 1))
     assert out == []
-    s2, out = step(s, ev.TimerFired(("rebalance",)))
+    _, out = step(s, ev.TimerFired(("rebalance",)))
     assert LED_CHOICE not in writes(out)
     # broker 2 dies: the partitions it led get no leader on broker 1
-    s2, out = step(s, ev.BrokersChanged((LiveBroker(0, 1), LiveBroker(1, 7))))
+    _s2, out = step(s, ev.BrokersChanged((LiveBroker(0, 1), LiveBroker(1, 7))))
     w = writes(out)
     assert w[FOLLOWED].leader == NO_LEADER and w[FOLLOWED_OUT].leader == NO_LEADER
     # the broker goes away: it is no longer listed as shutting down
@@ -135,3 +135,17 @@ def test_a_shutting_down_broker_is_never_elected_nor_added_back() -> None:
                for e in out)
     s4, out = step(s4, ev.LeaderMoveRequested(LED_CHOICE, 0))
     assert writes(out)[LED_CHOICE].leader == 0
+
+
+def test_a_broker_that_is_not_live_cannot_ask_for_shutdown() -> None:
+    """Kafka rule: ControlledShutdown from a broker the controller does not see live is
+    refused (Kafka: BrokerNotAvailable). Regression: a broker whose session had expired
+    (broker epoch -1) was accepted and listed as shutting down; after it registered again it
+    could never lead nor rejoin an ISR."""
+    c = controller()
+    s, _ = step(c, ev.BrokersChanged((LiveBroker(0, 1), LiveBroker(2, 1))))
+    s2, out = step(s, ev.MessageReceived(1, ControlledShutdownRequest(1, -1)))
+    assert out == [fx.Send(1, ControlledShutdownResponse(Errors.STALE_BROKER_EPOCH, ()))]
+    assert s2 == s
+    s3, _ = step(s2, ev.BrokersChanged((LiveBroker(0, 1), LiveBroker(1, 8), LiveBroker(2, 1))))
+    assert s3.controller is not None and s3.controller.shutting_down == ()
