@@ -22,7 +22,9 @@ FOLLOWED = TopicPartition("b", 0)  # 1 follows 2 and is in the ISR
 ELSEWHERE = TopicPartition("c", 0)  # 1 holds no replica
 FOLLOWED_OUT = TopicPartition("d", 0)  # 1 follows 2 but is out of the ISR already
 LED_ONE = TopicPartition("e", 0)  # led by 1, one other ISR member
-LAST = TopicPartition("f", 0)  # 1 follows and is the ISR's only member besides... nobody
+LAST = TopicPartition("f", 0)  # 1 is the ISR's only member, 0 leads (a stale state)
+STUCK = TopicPartition("g", 0)  # led by 1, nobody else in the ISR: stays with 1
+SINGLE = TopicPartition("h", 0)  # led by 1, its only replica: nothing to move
 SNAPSHOTS = (
     ev.PartitionSnapshot(LED_CHOICE, (1, 0, 2), LeaderIsr(1, 3, (0, 1, 2), 1, 5)),
     ev.PartitionSnapshot(FOLLOWED, (2, 1), LeaderIsr(2, 1, (2, 1), 1, 2)),
@@ -30,6 +32,8 @@ SNAPSHOTS = (
     ev.PartitionSnapshot(FOLLOWED_OUT, (2, 1), LeaderIsr(2, 0, (2,), 1, 1)),
     ev.PartitionSnapshot(LED_ONE, (1, 2), LeaderIsr(1, 0, (1, 2), 1, 0)),
     ev.PartitionSnapshot(LAST, (0, 1), LeaderIsr(0, 6, (1,), 1, 4)),
+    ev.PartitionSnapshot(STUCK, (1, 2), LeaderIsr(1, 2, (1,), 1, 2)),
+    ev.PartitionSnapshot(SINGLE, (1,), LeaderIsr(1, 0, (1,), 1, 0)),
 )
 
 
@@ -64,8 +68,9 @@ def test_a_broker_asks_the_controller_before_shutting_down() -> None:
 
 def test_controlled_shutdown_moves_leadership_away_and_shrinks_every_followed_isr() -> None:
     """Kafka rule: controlled shutdown moves leadership away from the broker and removes it
-    from the ISR of every partition it follows; it answers with the partitions it still
-    leads, and stops the replicas it follows (without deleting them)."""
+    from the ISR of every partition it follows; it answers with the replicated partitions
+    that nobody can take over (so the broker waits and asks again), and stops the replicas
+    it follows (without deleting them)."""
     s, out = step(controller(), ev.MessageReceived(1, ControlledShutdownRequest(1, 7)))
     assert s.controller is not None and s.controller.shutting_down == (1,)
     w = writes(out)
@@ -79,11 +84,12 @@ def test_controlled_shutdown_moves_leadership_away_and_shrinks_every_followed_is
     assert LED_CHOICE not in w
     # untouched: not hosted, already out of the ISR, or its last ISR member (never empties)
     assert ELSEWHERE not in w and FOLLOWED_OUT not in w and LAST not in w
+    assert STUCK not in w and SINGLE not in w
     stops = [e for e in out if isinstance(e, fx.Send) and isinstance(e.message,
                                                                     StopReplicaRequest)]
     assert stops == [fx.Send(1, StopReplicaRequest(0, 2, 7, (FOLLOWED, FOLLOWED_OUT, LAST),
                                                    False))]
-    assert out[-1] == fx.Send(1, ControlledShutdownResponse(Errors.NONE, (LED_CHOICE, LED_ONE)))
+    assert out[-1] == fx.Send(1, ControlledShutdownResponse(Errors.NONE, (STUCK,)))
     # the choice made, the new leader's ISR excludes the shutting-down broker
     s, out = step(s, ev.Chosen(choices[0].key, 1))
     assert writes(out)[LED_CHOICE] == LeaderIsr(2, 4, (0, 2), 2, 6)
@@ -149,3 +155,16 @@ def test_a_broker_that_is_not_live_cannot_ask_for_shutdown() -> None:
     assert s2 == s
     s3, _ = step(s2, ev.BrokersChanged((LiveBroker(0, 1), LiveBroker(1, 8), LiveBroker(2, 1))))
     assert s3.controller is not None and s3.controller.shutting_down == ()
+
+
+def test_a_bounced_broker_is_no_longer_shutting_down() -> None:
+    """Kafka rule: a broker that comes back (same id, new broker epoch, seen in one
+    notification with its departure) is a new incarnation: not shutting down, it may lead.
+    Regression: it stayed listed as shutting down and could never lead again."""
+    s, _ = step(controller(), ev.MessageReceived(1, ControlledShutdownRequest(1, 7)))
+    s, _ = step(s, ev.BrokersChanged((LiveBroker(0, 1), LiveBroker(1, 9), LiveBroker(2, 1))))
+    assert s.controller is not None and s.controller.shutting_down == ()
+    # a notification that leaves it as it was keeps it shutting down
+    s2, _ = step(controller(), ev.MessageReceived(1, ControlledShutdownRequest(1, 7)))
+    s2, _ = step(s2, ev.BrokersChanged((LiveBroker(0, 1), LiveBroker(1, 7), LiveBroker(2, 1))))
+    assert s2.controller is not None and s2.controller.shutting_down == (1,)
