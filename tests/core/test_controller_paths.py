@@ -148,3 +148,48 @@ def test_a_session_expiry_registers_again_and_drops_the_controller_role() -> Non
     s, _ = controller(SNAPS)
     s, out = step(s, ev.SessionExpired())
     assert out == [fx.ZkRegisterBroker(0)] and s.controller is None and s.broker_epoch == -1
+
+
+def test_a_new_partition_starts_with_its_live_replicas_as_isr() -> None:
+    """Kafka rule (NewPartition -> OnlinePartition): the first live assigned replica leads
+    and the live assigned replicas form the ISR."""
+    snap = ev.PartitionSnapshot(A0, (1, 2, 0), None)
+    s, out = controller((), live=(LiveBroker(0, 1), LiveBroker(2, 1)))
+    s, out = step(s, ev.TopicsChanged((snap,)))
+    choose = [e for e in out if isinstance(e, fx.Choose)]
+    assert choose and choose[0].options == (2, 0)
+    s, out = step(s, ev.Chosen(choose[0].key, 0))
+    assert writes(out)[A0] == LeaderIsr(2, 0, (2, 0), 3, 0)
+
+
+def test_an_elected_leader_is_always_in_the_isr_it_writes() -> None:
+    """Kafka rule (leader_in_isr): a choice answered after the ISR changed still writes an
+    ISR that holds the new leader."""
+    snaps = (ev.PartitionSnapshot(A0, (0, 1, 2), LeaderIsr(1, 0, (0, 1, 2), 1, 0)),)
+    s, _ = controller(snaps)
+    s, out = step(s, ev.BrokersChanged((LiveBroker(0, 1), LiveBroker(2, 1))))
+    (choice,) = [e for e in out if isinstance(e, fx.Choose)]
+    assert choice.options == (0, 2)
+    shrunk = LeaderIsr(1, 0, (0, 1), 1, 1)  # meanwhile the old leader dropped 2
+    s, _ = step(s, ev.IsrChanged((ev.PartitionSnapshot(A0, (0, 1, 2), shrunk),)))
+    _, out = step(s, ev.Chosen(choice.key, 1))
+    assert writes(out)[A0] == LeaderIsr(2, 1, (2, 0), 3, 2)
+
+
+def test_update_metadata_from_an_older_controller_is_ignored() -> None:
+    """Kafka rule: a broker keeps the metadata of the newest controller epoch it has seen;
+    UpdateMetadata from an older controller changes nothing."""
+    from core.types import PartitionInfo
+
+    info = PartitionInfo(A0, 0, 0, (0, 1), 0, (0, 1))
+    s = init(1, CFG)
+    s, _ = step(s, ev.BrokerRegistered(4))
+    s, _ = step(s, ev.MessageReceived(0, UpdateMetadataRequest(0, 5, 4, (info,), LIVE)))
+    assert (s.controller_epoch, s.controller_id, s.metadata) == (5, 0, (info,))
+    s2, out = step(s, ev.MessageReceived(2, UpdateMetadataRequest(2, 4, 4, (), ())))
+    assert (s2, out) == (s, [])
+    s3, _ = step(s, ev.MessageReceived(2, UpdateMetadataRequest(2, 6, 4, (), ())))
+    assert (s3.controller_epoch, s3.controller_id, s3.metadata) == (6, 2, ())
+    # addressed to an earlier incarnation of this broker (KIP-380): ignored
+    s4, _ = step(s, ev.MessageReceived(2, UpdateMetadataRequest(2, 6, 3, (), ())))
+    assert s4 == s

@@ -464,3 +464,56 @@ def test_stop_replica_stops_a_leader_or_follower_and_may_delete_it() -> None:
     # an older controller's StopReplica is ignored
     s4, _ = step(s, lair(0, 1, (0, 1), controller_epoch=3))
     assert step(s4, ev.MessageReceived(9, stop)) == (s4, [])
+
+
+def test_the_leader_answers_offsets_for_leader_epoch_fenced_by_its_epoch() -> None:
+    """Kafka rule (KIP-101, KIP-320): the leader answers OffsetsForLeaderEpoch with the end
+    offset of the asked epoch, only to a requester in its current leader epoch; the historic
+    bug unfenced_truncation answers from any epoch."""
+    s, _ = step(registered(0), lair(0, 0, (0, 1)))
+    s, _ = step(s, ev.ProduceReceived(1, TP, 1, 2, b"ab"))
+    s, _ = step(s, lair(0, 1, (0, 1)))
+    s, _ = step(s, ev.ProduceReceived(2, TP, 1, 1, b"c"))  # epochs (0, 0), (1, 2); LEO 3
+    _, out = step(s, ev.MessageReceived(1, OffsetForLeaderEpochRequest(1, TP, 1, 0)))
+    assert out == [fx.Send(1, OffsetForLeaderEpochResponse(TP, Errors.NONE, 1, 0, 0, 2))]
+    _, out = step(s, ev.MessageReceived(1, OffsetForLeaderEpochRequest(1, TP, 1, 1)))
+    assert out == [fx.Send(1, OffsetForLeaderEpochResponse(TP, Errors.NONE, 1, 1, 1, 3))]
+    _, out = step(s, ev.MessageReceived(1, OffsetForLeaderEpochRequest(1, TP, 0, 0)))
+    assert out == [fx.Send(1, OffsetForLeaderEpochResponse(TP, Errors.FENCED_LEADER_EPOCH, 0,
+                                                           0, -1, -1))]
+    bug = CFG.with_bug("unfenced_truncation")
+    b, _ = step(registered(0, bug), lair(0, 0, (0, 1)))
+    b, _ = step(b, ev.ProduceReceived(1, TP, 1, 2, b"ab"))
+    b, _ = step(b, lair(0, 1, (0, 1)))
+    _, out = step(b, ev.MessageReceived(1, OffsetForLeaderEpochRequest(1, TP, 0, 0)))
+    assert out == [fx.Send(1, OffsetForLeaderEpochResponse(TP, Errors.NONE, 0, 0, 0, 2))]
+    # a follower never answers, bug or not
+    f, _ = step(registered(1, bug), lair(0, 0, (0, 1)))
+    _, out = step(f, ev.MessageReceived(2, OffsetForLeaderEpochRequest(2, TP, 0, 0)))
+    assert out[0].message.error == Errors.NOT_LEADER_OR_FOLLOWER  # type: ignore[attr-defined]
+
+
+def test_a_kip101_follower_ignores_the_leaders_epoch_in_the_answer() -> None:
+    """The historic rule (bug switch kip101_only, before KIP-279): the follower truncates to
+    the leader's end offset without checking which epoch the leader meant."""
+    epochs = (EpochEntry(0, 0), EpochEntry(2, 2))
+    for cfg, offset in ((CFG, 2), (CFG.with_bug("kip101_only"), 3)):
+        s = follower_with_log(cfg, leo=4, hw=0, epochs=epochs)
+        s, _ = step(s, lair(0, 3, (0, 1)))
+        s, _ = step(s, ev.TimerFired(FETCH))
+        # the leader knows epoch 1 (not 2), ending at 3
+        resp = OffsetForLeaderEpochResponse(TP, Errors.NONE, 3, 2, 1, 3)
+        s, _ = step(s, ev.MessageReceived(0, resp))
+        assert rep(s).log_end_offset == offset, cfg.bugs.enabled()
+
+
+def test_before_kafka_7415_the_first_append_of_an_epoch_records_it() -> None:
+    """The historic rule (bug switch kip101_only): a new leader records its epoch in the
+    cache at its first append, not when it becomes leader."""
+    bug = CFG.with_bug("kip101_only")
+    s, out = step(registered(0, bug), lair(0, 0, (0,)))
+    assert not any(isinstance(e, fx.CheckpointLeaderEpochs) for e in out)
+    s, out = step(s, ev.ProduceReceived(1, TP, 1, 1, b"a"))
+    assert fx.CheckpointLeaderEpochs(TP, (EpochEntry(0, 0),)) in out
+    s, out = step(s, ev.ProduceReceived(2, TP, 1, 1, b"b"))
+    assert not any(isinstance(e, fx.CheckpointLeaderEpochs) for e in out)
