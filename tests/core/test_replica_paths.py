@@ -517,3 +517,17 @@ def test_before_kafka_7415_the_first_append_of_an_epoch_records_it() -> None:
     assert fx.CheckpointLeaderEpochs(TP, (EpochEntry(0, 0),)) in out
     s, out = step(s, ev.ProduceReceived(2, TP, 1, 1, b"b"))
     assert not any(isinstance(e, fx.CheckpointLeaderEpochs) for e in out)
+
+
+def test_every_fetch_request_arms_the_request_timeout() -> None:
+    """Kafka rule: a replica fetch (and an OffsetsForLeaderEpoch) not answered within
+    request.timeout.ms is abandoned, so each arms that timeout when sent."""
+    s, _ = step(follower_with_log(), lair(0, 1, (0, 1)))
+    s, out = step(s, ev.TimerFired(FETCH))
+    assert out == [fx.Send(0, OffsetForLeaderEpochRequest(1, TP, 1, 0)),
+                   fx.SetTimer(FETCH_TIMEOUT, CFG.request_timeout_ms)]
+    resp = OffsetForLeaderEpochResponse(TP, Errors.NONE, 1, 0, 0, 3)
+    s, _ = step(s, ev.MessageReceived(0, resp))
+    s, out = step(s, ev.TimerFired(FETCH))
+    assert out == [fx.Send(0, FetchRequest(1, TP, 3, 1, 0)),
+                   fx.SetTimer(FETCH_TIMEOUT, CFG.request_timeout_ms)]

@@ -87,3 +87,10 @@ def test_a_new_partition_goes_to_the_log_dir_with_fewest_partitions() -> None:
     assert choose_log_dir((("/a", 0),)) == "/a"
     with pytest.raises(ValueError, match="no log directories"):
         choose_log_dir(())
+
+
+def test_a_rack_with_fewer_brokers_is_skipped_once_used_up() -> None:
+    """Kafka rule (getRackAlternatedBrokerList with uneven racks): a rack whose brokers are
+    all listed is skipped; the others go on round-robin."""
+    assert _rack_alternated((0, 1, 2, 3), {0: "a", 1: "a", 2: "a", 3: "b"}) == (0, 3, 1, 2)
+    assert _rack_alternated((5, 6, 7), {5: "x", 6: "y", 7: "y"}) == (5, 6, 7)
