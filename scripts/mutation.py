@@ -194,7 +194,16 @@ class _Apply(ast.NodeTransformer):
         return node
 
 
+_MUTANTS: dict[str, list[Mutant]] = {}
+
+
 def mutants_of(file: str) -> list[Mutant]:
+    if file not in _MUTANTS:
+        _MUTANTS[file] = _mutants_of(file)
+    return _MUTANTS[file]
+
+
+def _mutants_of(file: str) -> list[Mutant]:
     text = (ROOT / file).read_text()
     lines = text.splitlines()
     tree = ast.parse(text, filename=file)
@@ -531,9 +540,23 @@ def main() -> int:
     ap.add_argument("--resume", type=Path, nargs="*", default=[],
                     help="results (.jsonl) of earlier runs: mutants killed there are not run "
                          "again (tests are only ever added), survivors are")
+    ap.add_argument("--survivors-only", action="store_true",
+                    help="judge only the mutants that survived in the --resume files")
+    ap.add_argument("--report", action="store_true",
+                    help="print the table for the verdicts in --resume files and stop")
     args = ap.parse_args()
     mutants = [m for f in args.files for m in mutants_of(f)]
     earlier = _earlier(args.resume)
+    if args.report:
+        judged = [Result(m, earlier[_key(m)], 0.0) for m in mutants if _key(m) in earlier]
+        _table(report(judged, _equivalents()), {f: len(mutants_of(f)) for f in args.files})
+        for r in judged:
+            if r.status == "survived" and not _equivalent(r.mutant, _equivalents()):
+                m = r.mutant
+                print(f"  survived {m.file}:{m.line} {m.description}: {m.code}")
+        return 0
+    if args.survivors_only:
+        mutants = [m for m in mutants if earlier.get(_key(m)) == "survived"]
     if args.sample < 1.0:
         import random
 
@@ -597,19 +620,29 @@ def main() -> int:
          "survivors": [asdict(r.mutant) for r in results
                        if r.status == "survived" and not _equivalent(r.mutant, listed)]},
         indent=1))
-    print(f"\n{'file':32} {'mutants':>8} {'killed':>7} {'equiv':>6} {'alive':>6} {'score':>7}")
+    _table(per)
+    print(f"wall {wall:.0f} s, load average {os.getloadavg()[0]:.1f}")
+    return 0
+
+
+def _table(per: dict[str, dict[str, int]], population: dict[str, int] | None = None) -> None:
+    """Score per file; with `population`, how many of the file's mutants were judged."""
+    of = " of all" if population else ""
+    print(f"\n| file | judged{of} | killed | equivalent | survived | score |")
+    print("|---|---|---|---|---|---|")
     tot = {"mutants": 0, "killed": 0, "equivalent": 0, "survived": 0}
     for f in sorted(per):
         d = per[f]
         for k in tot:
             tot[k] += d[k]
-        print(f"{f:32} {d['mutants']:8} {d['killed']:7} {d['equivalent']:6} {d['survived']:6} "
-              f"{_score(d):6.1f}%")
+        n = f"{d['mutants']} of {population[f]}" if population else f"{d['mutants']}"
+        print(f"| {f} | {n} | {d['killed']} | {d['equivalent']} | {d['survived']} | "
+              f"{_score(d):.1f} % |")
     core = {k: sum(d[k] for f, d in per.items() if f.startswith("core/")) for k in tot}
-    print(f"{'core/ total':32} {core['mutants']:8} {core['killed']:7} {core['equivalent']:6} "
-          f"{core['survived']:6} {_score(core):6.1f}%")
-    print(f"wall {wall:.0f} s, load average {os.getloadavg()[0]:.1f}")
-    return 0
+    n = (f"{core['mutants']} of {sum(v for f, v in population.items() if f.startswith('core/'))}"
+         if population else f"{core['mutants']}")
+    print(f"| **core/ total** | {n} | {core['killed']} | {core['equivalent']} | "
+          f"{core['survived']} | **{_score(core):.1f} %** |")
 
 
 def _key(m: Mutant) -> tuple[str, str, str, str, int]:
@@ -636,10 +669,15 @@ def _earlier(paths: list[Path]) -> dict[tuple[str, str, str, str, int], str]:
         rows = [json.loads(line) for line in p.read_text().splitlines()]
         rows.sort(key=lambda r: (r["mutant"]["file"], r["mutant"]["index"]))
         seen: Counter[tuple[str, str, str, str]] = Counter()
-        for r in rows:  # a run judges every occurrence of a line's mutation, in order
+        for r in rows:
             m = r["mutant"]
             base = (m["file"], m["kind"], m["description"], m["code"])
-            key = (*base, seen[base])
+            now = mutants_of(m["file"])
+            same = m["index"] < len(now) and (now[m["index"]].kind, now[m["index"]].description,
+                                              now[m["index"]].code) == base[1:]
+            # the file as it is now has this mutant at the same index: its occurrence there;
+            # else (the file changed) count occurrences in the order they were judged
+            key = (*base, _occurrence(now[m["index"]]) if same else seen[base])
             seen[base] += 1
             status = "survived" if r["status"] == "survived" else "killed"
             if out.get(key) != "killed":
