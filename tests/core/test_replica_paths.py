@@ -531,3 +531,16 @@ def test_every_fetch_request_arms_the_request_timeout() -> None:
     s, out = step(s, ev.TimerFired(FETCH))
     assert out == [fx.Send(0, FetchRequest(1, TP, 3, 1, 0)),
                    fx.SetTimer(FETCH_TIMEOUT, CFG.request_timeout_ms)]
+
+
+def test_a_completed_acks_all_request_leaves_purgatory_and_its_timeout_is_cancelled() -> None:
+    """Kafka rule (DelayedProduce): an acks=all request completes once: when the HW covers
+    it, it is answered and its timeout is cancelled; a later timeout finds nothing."""
+    s, _ = step(registered(0), lair(0, 0, (0, 1)))
+    s, _ = step(s, ev.ProduceReceived(4, TP, -1, 1, b"a", timeout_ms=50))
+    s, out = step(s, ev.MessageReceived(1, FetchRequest(1, TP, 1, 0, 0)))
+    timeout = ("produce_timeout", TP, 4)
+    k = out.index(fx.ProduceReply(4, TP, Errors.NONE, 0))
+    assert out[k - 1] == fx.CancelTimer(timeout)
+    assert rep(s).purgatory == ()
+    assert step(s, ev.TimerFired(timeout))[1] == []
