@@ -193,3 +193,22 @@ def test_update_metadata_from_an_older_controller_is_ignored() -> None:
     # addressed to an earlier incarnation of this broker (KIP-380): ignored
     s4, _ = step(s, ev.MessageReceived(2, UpdateMetadataRequest(2, 6, 3, (), ())))
     assert s4 == s
+
+
+def test_after_its_write_lands_the_controller_caches_and_sends_the_new_state() -> None:
+    """Kafka rule: once its conditional ZooKeeper write succeeds the controller caches the
+    new leader and ISR and sends LeaderAndIsr (and UpdateMetadata) with them."""
+    from core.messages import LeaderAndIsrRequest
+
+    s, _ = controller(SNAPS)
+    s, out = step(s, ev.LeaderMoveRequested(A0, 1))
+    proposed = writes(out)[A0]
+    s, out = step(s, ev.PartitionStateWritten(A0, proposed, True, True, False, None))
+    assert s.controller is not None
+    assert [p.state for p in s.controller.partitions if p.tp == A0] == [proposed]
+    lairs = msgs(out, LeaderAndIsrRequest)
+    assert [d for d, _ in lairs] == [0, 1]
+    for _, m in lairs:
+        (info,) = m.partitions  # type: ignore[attr-defined]
+        assert (info.leader, info.leader_epoch, info.isr) == (1, 1, (0, 1))
+    assert len(msgs(out, UpdateMetadataRequest)) == 3

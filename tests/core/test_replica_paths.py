@@ -544,3 +544,56 @@ def test_a_completed_acks_all_request_leaves_purgatory_and_its_timeout_is_cancel
     assert out[k - 1] == fx.CancelTimer(timeout)
     assert rep(s).purgatory == ()
     assert step(s, ev.TimerFired(timeout))[1] == []
+
+
+def test_a_new_epochs_first_records_are_appended_before_its_checkpoint() -> None:
+    """Effects apply in order (DESIGN rule 2): the leader appends, then checkpoints the epoch
+    cache that names the appended offset, so the checkpoint never runs ahead of the log."""
+    bug = CFG.with_bug("kip101_only")  # the epoch is recorded at the first append
+    s, _ = step(registered(0, bug), lair(0, 0, (0,)))
+    _, out = step(s, ev.ProduceReceived(1, TP, 1, 1, b"a"))
+    assert out[:2] == [fx.AppendAsLeader(TP, 0, 1, 0, b"a"),
+                       fx.CheckpointLeaderEpochs(TP, (EpochEntry(0, 0),))]
+
+
+def test_truncation_below_offset_zero_is_a_local_impossibility() -> None:
+    """DESIGN rule 6: a local impossibility is a bug, raised, never carried on."""
+    import pytest
+
+    from core import replica as rep_mod
+    from core.types import InvariantBroken
+
+    r = rep(follower_with_log())
+    with pytest.raises(InvariantBroken, match="below offset 0"):
+        rep_mod._truncate(r, -1)
+    assert rep_mod._truncate(r, 0)[0].log_end_offset == 0
+
+
+def test_a_follower_records_each_replicated_batch_with_its_record_count() -> None:
+    """Kafka rule: the follower's producer state holds each batch's first and last sequence
+    (last = first + record count - 1), so after a failover a retry of exactly that batch is
+    recognised and a different one is not."""
+    s = fetching_follower()
+    batch = BatchInfo(3, 5, 1, 42, 0, 7)  # offsets 3..5: sequences 7..9
+    resp = FetchResponse(TP, Errors.NONE, 3, 1, 3, 0, 6, batches=(batch,), records=b"xyz")
+    s, _ = step(s, ev.MessageReceived(0, resp))
+    (entry,) = rep(s).producers
+    assert (entry.batches[0].first_sequence, entry.batches[0].last_sequence) == (7, 9)
+    s, _ = step(s, lair(1, 2, (1,)))
+    _, out = step(s, ev.ProduceReceived(9, TP, 1, 3, b"xyz", 42, 0, 7))
+    assert out == [fx.ProduceReply(9, TP, Errors.NONE, 3)]
+    _, out = step(s, ev.ProduceReceived(9, TP, 1, 1, b"w", 42, 0, 10))
+    assert fx.ProduceReply(9, TP, Errors.NONE, 6) in out
+
+
+def test_a_retried_lag_check_never_fires_at_once() -> None:
+    """Kafka rule: the ISR expiration task looks again after replica.lag.time.max.ms / 2,
+    and at least 1 ms later (a zero delay would spin)."""
+    from dataclasses import replace as dc_replace
+
+    cfg = dc_replace(CFG, replica_lag_time_max_ms=1)
+    s, _ = step(registered(0, cfg), lair(0, 0, (0, 1, 2)))
+    s, _ = step(s, ev.ProduceReceived(1, TP, 1, 1, b"a"))
+    s, _ = step(s, ev.TimerFired(("lag", TP, 2)))
+    _, out = step(s, ev.TimerFired(("lag", TP, 1)))
+    assert out == [fx.SetTimer(("lag", TP, 1), 1)]
