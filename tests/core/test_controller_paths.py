@@ -212,3 +212,43 @@ def test_after_its_write_lands_the_controller_caches_and_sends_the_new_state() -
         (info,) = m.partitions  # type: ignore[attr-defined]
         assert (info.leader, info.leader_epoch, info.isr) == (1, 1, (0, 1))
     assert len(msgs(out, UpdateMetadataRequest)) == 3
+
+
+def test_a_started_broker_gets_metadata_and_its_partitions_and_nobody_else_is_told_twice() -> None:
+    """Kafka rule (onBrokerStartup): every live broker gets UpdateMetadata naming the new
+    broker, and the new broker gets LeaderAndIsr for the partitions it hosts."""
+    from core.messages import LeaderAndIsrRequest
+
+    s, _ = controller(SNAPS, live=(LiveBroker(0, 1), LiveBroker(1, 4)))
+    s, out = step(s, ev.BrokersChanged(LIVE))
+    metas = msgs(out, UpdateMetadataRequest)
+    assert sorted(d for d, _ in metas) == [0, 1, 2]
+    assert all(m.live_brokers == LIVE for _, m in metas)  # type: ignore[attr-defined]
+    assert [d for d, _ in msgs(out, LeaderAndIsrRequest)] == [2]
+
+
+def test_a_dead_follower_leaves_the_isr_and_nothing_else_changes() -> None:
+    """Kafka rule (onReplicasBecomeOffline): when a follower's broker dies the controller
+    removes it from the ISR with the leader kept; a death that changes no ISR writes
+    nothing."""
+    s, _ = controller(SNAPS)
+    _, out = step(s, ev.BrokersChanged((LiveBroker(0, 1), LiveBroker(1, 4))))
+    w = writes(out)
+    assert w[B0] == LeaderIsr(0, 3, (0,), 3, 4)  # 2 was a follower of B0
+    assert A0 not in w  # 2 holds no replica of A0
+    snaps = (ev.PartitionSnapshot(A0, (0, 1, 2), LeaderIsr(0, 0, (0, 1), 1, 0)),)
+    s, _ = controller(snaps)
+    _, out = step(s, ev.BrokersChanged((LiveBroker(0, 1), LiveBroker(1, 4))))
+    assert writes(out) == {}  # 2 was not in the ISR
+
+
+def test_a_topic_config_change_touches_only_that_topics_partitions() -> None:
+    """Kafka rule: a topic's settings apply to its own partitions only."""
+    from core.config import TopicConfig
+
+    s, _ = controller(SNAPS)
+    new = TopicConfig(unclean_leader_election_enable=True)
+    s, _ = step(s, ev.TopicConfigChanged("a", new))
+    assert s.controller is not None
+    configs = {p.tp: p.config for p in s.controller.partitions}
+    assert configs[A0] == new and configs[A1] == new and configs[B0] == TopicConfig()
