@@ -252,3 +252,17 @@ def test_a_topic_config_change_touches_only_that_topics_partitions() -> None:
     assert s.controller is not None
     configs = {p.tp: p.config for p in s.controller.partitions}
     assert configs[A0] == new and configs[A1] == new and configs[B0] == TopicConfig()
+
+
+def test_a_new_controller_fences_requests_of_older_controllers() -> None:
+    """Kafka rule (controller epoch fencing): a broker that wins the controller election
+    takes the new controller epoch as the highest it has seen, so control requests from an
+    older controller are ignored."""
+    from core.messages import LeaderAndIsrRequest
+    from core.types import PartitionInfo
+
+    s, _ = controller(SNAPS)
+    assert s.controller_epoch == 3
+    info = PartitionInfo(A0, 1, 9, (0, 1), 9, (0, 1))
+    s2, out = step(s, ev.MessageReceived(1, LeaderAndIsrRequest(1, 2, 1, (info,))))
+    assert (s2, out) == (s, [])

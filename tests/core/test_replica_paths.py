@@ -79,6 +79,7 @@ def test_a_replica_without_leader_and_isr_is_neither_leader_nor_follower() -> No
     produce and consumer fetches get NOT_LEADER_OR_FOLLOWER and it does not fetch."""
     s = follower_with_log()
     assert rep(s).role == Role.NONE
+    assert rep(s).leader_epoch_start_offset == -1  # known to leaders only
     _, out = step(s, ev.ProduceReceived(1, TP, 1, 1, b"x"))
     assert out == [fx.ProduceReply(1, TP, Errors.NOT_LEADER_OR_FOLLOWER, -1)]
     _, out = step(s, ev.ConsumerFetchReceived(2, TP, 0, -1))
