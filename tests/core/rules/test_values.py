@@ -21,3 +21,12 @@ def test_every_event_effect_and_message_is_a_frozen_slotted_dataclass(module: ob
         assert params.frozen, c.__name__
         assert "__slots__" in c.__dict__, c.__name__
         assert c.__hash__ is not None, c.__name__
+
+
+def test_messages_are_ordered_so_the_model_can_keep_the_network_sorted() -> None:
+    """The model checker keeps messages in flight as a sorted multiset (one state per
+    multiset, not per arrival order): every message type must be orderable."""
+    classes = [c for _, c in inspect.getmembers(messages, inspect.isclass)
+               if c.__module__ == messages.__name__ and dataclasses.is_dataclass(c)]
+    for c in classes:
+        assert c.__dataclass_params__.order, c.__name__  # type: ignore[attr-defined]
