@@ -445,14 +445,16 @@ def run(mutants: list[Mutant], tests: dict[Mutant, list[str]], jobs: int, timeou
         log: Path | None) -> list[Result]:
     results: list[Result] = []
     queue = [m for m in mutants if tests[m]]
+    logf = log.open("a") if log else None
     for m in mutants:
         if not tests[m]:
             results.append(Result(m, "survived", 0.0))
+            if logf:
+                logf.write(json.dumps(asdict(results[-1])) + "\n")
             print(f"  survived (no test runs it) {m.file}:{m.line} {m.description}: {m.code}",
                   flush=True)
     running: dict[int, tuple[Mutant, float]] = {}
     total = len(queue)
-    logf = log.open("a") if log else None
     while queue or running:
         while queue and len(running) < jobs:
             m = queue.pop(0)
@@ -540,6 +542,8 @@ def main() -> int:
     ap.add_argument("--resume", type=Path, nargs="*", default=[],
                     help="results (.jsonl) of earlier runs: mutants killed there are not run "
                          "again (tests are only ever added), survivors are")
+    ap.add_argument("--uncovered", action="store_true",
+                    help="list the mutants on lines no test runs (they survive) and stop")
     ap.add_argument("--survivors-only", action="store_true",
                     help="judge only the mutants that survived in the --resume files")
     ap.add_argument("--report", action="store_true",
@@ -601,6 +605,12 @@ def main() -> int:
                 if sel is None:
                     everything.add(m)
     # the behaviour first (selected tests, fast); module and class bodies (every test) last
+    if args.uncovered:
+        missing = [m for m in mutants if m in chosen and not chosen[m]]
+        for m in missing:
+            print(f"  no test runs {m.file}:{m.line} {m.description}: {m.code}")
+        print(f"{len(missing)} of {len(mutants)} mutants are on lines no test runs")
+        return 0
     mutants = sorted((m for m in mutants if m in chosen),
                      key=lambda m: (m in everything, _priority(m.file), m.file, m.index))
     timeout_s = max(30.0, 5 * slowest)
