@@ -260,7 +260,10 @@ def on_brokers_changed(
     old = set(c.live)
     new = set(live)
     started = new - old  # new brokers, and bounced ones (same id, new broker epoch)
-    gone_ids = {b.broker_id for b in old - new} - {b.broker_id for b in new}
+    # fix: a bounced broker (same id, new broker epoch) is no longer shutting down either
+    # (Kafka's onBrokerFailure runs for bounced brokers too); it used to stay listed, so it
+    # could never lead again.
+    gone_ids = {b.broker_id for b in old - new}
     c = c._replace(
 
         live=tuple(sorted(new, key=lambda b: b.broker_id)),
@@ -427,7 +430,11 @@ def on_controlled_shutdown(
 ) -> tuple[ControllerState, Effects]:
     """Move leadership off a broker that asks to shut down, and take it out of ISRs."""
     b = req.broker_id
-    if req.broker_epoch != _broker_epoch(c, b):
+    # fix: a broker that is not live (its session expired: it sends broker epoch -1, the
+    # same -1 `_broker_epoch` gives for an unknown broker) was accepted and stayed listed as
+    # shutting down after it registered again, so it could never lead nor rejoin an ISR.
+    # Kafka refuses it too (BrokerNotAvailable).
+    if b not in _live_ids(c) or req.broker_epoch != _broker_epoch(c, b):
         return c, [fx.Send(b, ControlledShutdownResponse(Errors.STALE_BROKER_EPOCH, ()))]
     if b not in c.shutting_down:
         c = c._replace(shutting_down=tuple(sorted((*c.shutting_down, b))))
@@ -441,11 +448,16 @@ def on_controlled_shutdown(
         if s is None or b not in ctx.assignment:
             continue
         if s.leader == b:
-            remaining.append(ctx.tp)
             candidates = controlled_shutdown_leader(ctx.assignment, s.isr, live, shutting)
             if candidates:
                 c, e = _elect(c, ctx, candidates, False, cfg)
                 out += e
+            elif len(ctx.assignment) > 1:
+                # fix: only what nobody can take over remains (Kafka answers with the
+                # replicated partitions the broker still leads after the elections); a
+                # partition whose election is under way used to be listed too, so a broker
+                # that waits for an empty answer would never stop cleanly.
+                remaining.append(ctx.tp)
         else:
             followed.append(ctx.tp)
             if b in s.isr and len(s.isr) > 1:

@@ -92,6 +92,7 @@ def spec_check(
         "", BOUNDS, "The auto leader rebalance may fire.")] = None,
     list_offsets: Annotated[int | None, _opt("N", BOUNDS, "Client ListOffsets requests.")
                             ] = None,
+    shutdowns: Annotated[int | None, _opt("N", BOUNDS, "Controlled shutdowns.")] = None,
     invariant: Annotated[list[str] | None, _opt(
         "NAME", SEARCH, "Check only this invariant (repeatable; default: all).")] = None,
     strategy: Annotated[str | None, _opt(
@@ -142,7 +143,7 @@ def spec_check(
         controller_epochs=controller_epochs, crashes=crashes, lossy_crashes=lossy_crashes,
         expiries=expiries, leader_moves=leader_moves, drops=drops, duplicates=duplicates,
         acks=acks, network=network, zk_watches=zk_watches, isr_writes=isr_writes,
-        rebalance=rebalance, list_offsets=list_offsets,
+        rebalance=rebalance, list_offsets=list_offsets, shutdowns=shutdowns,
     ).items() if v is not None}
     try:
         bounds = dataclasses.replace(bounds, **overrides)

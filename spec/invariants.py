@@ -229,6 +229,25 @@ def hw_monotonic(before: World, after: World) -> str | None:
     return None
 
 
+def controlled_shutdown_moves_leadership(w: World) -> str | None:
+    """A broker that stops after a successful controlled shutdown leads nothing any more
+    when another live ISR member could lead (the point of controlled shutdown: no partition
+    is offline while its broker restarts)."""
+    if w.ghost.stopped_as_leader:
+        return ("a broker stopped after its controlled shutdown while ZooKeeper still named "
+                "it leader, with a live ISR member to take over")
+    return None
+
+
+def controlled_shutdown_shrinks_isr(w: World) -> str | None:
+    """While a broker shuts down, the controller never writes an ISR that keeps it next to
+    other members (so acks=all and the HW do not wait for a broker that is going away)."""
+    if w.ghost.stopped_in_isr:
+        return ("the controller wrote an ISR that keeps a shutting-down broker next to other "
+                "members")
+    return None
+
+
 @dataclass(frozen=True)
 class Invariant:
     name: str
@@ -250,6 +269,8 @@ STATE_INVARIANTS: tuple[Invariant, ...] = (
     Invariant("single_leader_per_epoch", single_leader_per_epoch),
     Invariant("controller_cache_matches_zk", controller_cache_matches_zk),
     Invariant("list_offsets_monotonic", list_offsets_monotonic),
+    Invariant("controlled_shutdown_moves_leadership", controlled_shutdown_moves_leadership),
+    Invariant("controlled_shutdown_shrinks_isr", controlled_shutdown_shrinks_isr),
 )
 
 STEP_INVARIANTS: tuple[tuple[str, StepCheck], ...] = (
@@ -288,7 +309,8 @@ def view(w: World) -> tuple[object, ...]:
         nodes.append((True, rv, n.disk.records, ctl, bool(n.inbox)))
     g = w.ghost
     return (tuple(nodes), w.zk.partition, w.zk.controller, g.acked, g.conflicting_exposure,
-            g.leaders, g.listed_backwards, g.latest_listed)
+            g.leaders, g.listed_backwards, g.latest_listed, g.stopped_as_leader,
+            g.stopped_in_isr)
 
 
 def check_state(w: World, only: frozenset[str] | None = None) -> tuple[str, str] | None:

@@ -19,6 +19,7 @@ from core import events as ev
 from core.config import ProtocolConfig
 from core.messages import (
     BatchInfo,
+    ControlledShutdownResponse,
     FetchRequest,
     FetchResponse,
     LeaderAndIsrRequest,
@@ -30,7 +31,7 @@ from core.messages import (
 from core.node import BrokerState, DurableReplica, init, recover, step
 from core.replica import ReplicaState
 from core.rules.epochs import truncate_epochs
-from core.types import NO_LEADER, LeaderIsr, LiveBroker, Role
+from core.types import NO_LEADER, Errors, LeaderIsr, LiveBroker, Role
 from spec.world import TP, Disk, Ghost, InFlight, Node, PendingWrite, Record, World, Zk
 
 Action = tuple[object, ...]
@@ -39,6 +40,7 @@ Action = tuple[object, ...]
 # reply. The auto-rebalance timer fires only when `Bounds.rebalance` is on: it elects the
 # preferred (first assigned) replica, which makes the model asymmetric in broker ids.
 _QUIET_TIMERS = ("produce_timeout",)
+_SHUTDOWN_RESPONSE = "ControlledShutdownResponse"  # what `_kind` names it
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,7 @@ class Bounds:
     isr_writes: str = "sync"
     rebalance: bool = False  # the controller's auto leader rebalance timer may fire
     list_offsets: int = 0  # client ListOffsets(latest) requests to the current leader
+    shutdowns: int = 0  # controlled shutdowns: a broker asks, the controller acts, it stops
 
     def __post_init__(self) -> None:
         if not 1 <= self.brokers <= 5:
@@ -77,7 +80,7 @@ class Bounds:
         if self.acks not in (0, 1, -1):
             raise ValueError("acks must be 0, 1 or -1")
         for name in ("records", "leader_epochs", "controller_epochs", "crashes", "expiries",
-                     "leader_moves", "list_offsets", "drops", "duplicates"):
+                     "leader_moves", "list_offsets", "drops", "duplicates", "shutdowns"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
 
@@ -350,6 +353,8 @@ class Model:
         for k, m in enumerate(w.network):
             if m in seen or not w.nodes[m.dst].alive:
                 continue
+            if m.kind == _SHUTDOWN_RESPONSE:
+                continue  # its delivery stops the broker: `_shutdowns`
             seen.add(m)
             rest = w.network[:k] + w.network[k + 1:]
             out += self._act(w._replace(network=rest), ("deliver", m.dst, m.src, m.kind, k),
@@ -383,6 +388,7 @@ class Model:
         out += self._faults(w)
         out += self._moves(w)
         out += self._list_offsets(w)
+        out += self._shutdowns(w)
         for k, pw in enumerate(w.zk.pending):
             out += self._complete_write(w, k, pw)
         return [(a, self._tidy(s)) for a, s in out if self._within_bounds(s)]
@@ -457,6 +463,71 @@ class Model:
             if not node.alive and i not in registered:
                 out += self._restart(w, i)
         return out
+
+    # ----------------------------------------------------------------------------------
+    # controlled shutdown (Bounds.shutdowns; issue #15)
+
+    def _shutdowns(self, w: World) -> list[tuple[Action, World]]:
+        """Controlled shutdown as Kafka's ZooKeeper-era brokers do it, in two actions:
+        - ("shutdown", i): the operator stops broker i (SIGTERM), or it asks again; it sends
+          ControlledShutdown to the controller it knows; the controller moves its leaderships
+          away and takes it out of the ISRs it follows (conditional ZooKeeper writes,
+          LeaderAndIsr, StopReplica) and answers with the partitions nobody can take over;
+        - ("shutdown-stop", i, k): the answer reaches broker i; if it is NONE with nothing
+          remaining, the broker flushes its log and stops, and its ZooKeeper session closes
+          (its registration goes, as on expiry); otherwise this attempt ends (Kafka retries,
+          within the same bound here).
+        The ghost records whether a broker stopped while ZooKeeper still named it leader with
+        a live ISR member to take over, and whether the controller ever wrote an ISR that kept
+        a shutting-down broker next to other members (`_observe_shutdown_write`)."""
+        out: list[tuple[Action, World]] = []
+        g = w.ghost
+        registered = {lb.broker_id for lb in w.zk.registered}
+        if g.shutdowns < self.bounds.shutdowns and w.zk.controller != NO_LEADER:
+            for i, node in enumerate(w.nodes):
+                if node.state is None or i not in registered:
+                    continue
+                w2 = w._replace(ghost=g._replace(shutdowns=g.shutdowns + 1))
+                out += self._act(w2, ("shutdown", i), i, ev.ControlledShutdownRequested())
+        for k, m in enumerate(w.network):
+            if m.kind != _SHUTDOWN_RESPONSE or not w.nodes[m.dst].alive:
+                continue
+            assert isinstance(m.message, ControlledShutdownResponse)
+            rest = w._replace(network=w.network[:k] + w.network[k + 1:])
+            label: Action = ("shutdown-stop", m.dst, k)
+            if m.message.error != Errors.NONE or m.message.remaining:
+                out.append((label, rest))
+            else:
+                out += self._stop(rest, m.dst, label)
+        return out
+
+    def _stop(self, w: World, i: int, label: Action) -> list[tuple[Action, World]]:
+        """Broker i stops cleanly: everything it wrote is flushed; then its session closes."""
+        p, g = w.zk.partition, w.ghost
+        if p is not None and p.leader == i:
+            alive = {lb.broker_id for lb in w.zk.registered if w.nodes[lb.broker_id].alive}
+            if any(m != i and m in alive for m in p.isr):
+                g = g._replace(stopped_as_leader=True)
+        nodes = list(w.nodes)
+        d = w.nodes[i].disk
+        nodes[i] = Node(None, d._replace(durable=len(d.records)))
+        stopped = w._replace(nodes=tuple(nodes), ghost=g)
+        if any(lb.broker_id == i for lb in w.zk.registered):
+            return self._expire(stopped, i, label)
+        return [(label, stopped)]
+
+    def _observe_shutdown_write(self, bld: _Builder, i: int,
+                                e: fx.ZkWritePartitionState) -> None:
+        """A controller's partition write that keeps a shutting-down broker in a larger ISR
+        breaks controlled shutdown's promise. (A leader's own ISR expansion may still add it
+        back after it fetched in the new epoch: Kafka's ZooKeeper-era leaders do not know who
+        is shutting down; KIP-841 closed that in KRaft. docs/mutation.md.)"""
+        st = bld.states[i]
+        if not e.by_controller or st is None or st.controller is None:
+            return
+        isr = e.proposed.isr
+        if len(isr) > 1 and any(b in isr for b in st.controller.shutting_down):
+            bld.ghost = bld.ghost._replace(stopped_in_isr=True)
 
     # ----------------------------------------------------------------------------------
     # faults
@@ -763,6 +834,7 @@ class Model:
         ok = version_ok and not fenced
         if ok:
             bld.zk = zk._replace(partition=e.proposed)
+            self._observe_shutdown_write(bld, i, e)
         queue.append((i, ev.PartitionStateWritten(e.tp, e.proposed, e.by_controller, ok, fenced,
                                                   current)))
 

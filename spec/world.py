@@ -89,6 +89,13 @@ class Ghost(NamedTuple):
     listings: int = 0
     latest_listed: int = 0  # the largest "latest offset" ListOffsets ever returned
     listed_backwards: bool = False
+    # controlled shutdown (`Bounds.shutdowns`): how many were asked for; whether a broker
+    # ever stopped after its controlled shutdown while ZooKeeper still named it leader with
+    # another live ISR member to take over; whether a controller ever wrote an ISR that kept a
+    # shutting-down broker next to other members
+    shutdowns: int = 0
+    stopped_as_leader: bool = False
+    stopped_in_isr: bool = False
 
 
 class World(NamedTuple):
