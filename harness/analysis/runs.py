@@ -174,33 +174,15 @@ def run_row(info: RunInfo) -> dict[str, Any]:
 # per-run work (executors)
 
 
-def judge(checked: Mapping[str, Any], results: Mapping[str, Any]) -> tuple[str, list[str]]:
-    """The campaign's verdict rule (harness.campaign._conclude) over a fresh `check` result
-    and the recorded run facts (error, live probes, final reads)."""
-    if "error" in results:
-        return "unknown", []
-    bad = list(checked.get("queue", {}).get("bad_anomaly_types", []))
-    if not checked.get("linearizable", {"valid?": True})["valid?"]:
-        bad.append("nonlinearizable")
-    if not (results.get("probes") or {}).get("valid?", True):
-        bad.append("live-invariant")
-    incomplete = (results.get("workload") or {}).get("final_complete") is False
-    if bad:
-        return "invalid", bad
-    if checked["valid?"] == "unknown" or incomplete:
-        return "unknown", bad
-    return "valid", bad
-
-
 def check_run(history: Sequence[Op], sub_via: Sequence[str], facts: Mapping[str, Any],
               time_limit_s: float = 30.0) -> dict[str, Any]:
     """The single-process checker on one history (what `hiwater check` and the campaign run),
     as one row: verdict, validity and the anomaly types with their counts."""
     from harness.checkers import check
-    from harness.checkers.policy import QueuePolicy
+    from harness.checkers.policy import QueuePolicy, run_verdict
 
     checked = check(history, QueuePolicy.of(sub_via), time_limit_s=time_limit_s)
-    verdict, bad = judge(checked, facts)
+    verdict, bad = run_verdict(checked, facts)
     q = checked.get("queue") or {}
     counts = {t: int(a.get("count", 0)) for t, a in (q.get("anomalies") or {}).items()}
     v = checked["valid?"]

@@ -74,9 +74,8 @@ def write_run(store: Path, campaign: str, stamp: str, *, seed: int, n_ops: int,
               config: Sequence[Any], faults: Sequence[str], parquet: bool = False,
               report: bool = False) -> Path:
     """One run directory store/campaign/stamp, as a campaign would leave it."""
-    from harness.analysis.runs import judge
     from harness.checkers import check
-    from harness.checkers.policy import QueuePolicy
+    from harness.checkers.policy import QueuePolicy, run_verdict
     from harness.checkers.synthetic import queue_history
 
     rng = random.Random(seed)
@@ -99,7 +98,7 @@ def write_run(store: Path, campaign: str, stamp: str, *, seed: int, n_ops: int,
                                "workload": {"final_complete": True}}
     policy = QueuePolicy.of(["assign"])
     results.update(check(h, policy))
-    verdict, bad = judge(results, results)
+    verdict, bad = run_verdict(results, results)
     results.update(verdict=verdict, bad=bad, exit_code={"valid": 0, "invalid": 1}.get(verdict, 2))
     (run / "results.json").write_text(json.dumps(results, indent=2, default=str))
     if report:
