@@ -1,25 +1,39 @@
 """`hiwater analyze`: many campaign runs → Parquet tables → distributed checks → aggregates.
 
+One Spark job does the per-run work: the runs are split into a few groups per core, and each
+task (`per_run_arrow`, `mapInArrow`) reads each run's history.parquet once and
+- checks it with the same checker code as `hiwater check` (`runs.check_table`: the queue
+  checker's fast path on the file's int side columns — no JSON decoded, no `Op` made — and
+  the reference checker on decoded `Op`s only where the fast path cannot prove the history
+  clean, as `queue.check` does) under the campaign's verdict rule (`policy.run_verdict`);
+- derives its fault windows, paired client ops and unseen decay with numpy;
+- writes its events as its own partition of the `ops` table;
+and returns Arrow batches of long rows of four kinds (check, fault, op, unseen), staged once
+as Parquet. Every table and aggregate below is Spark SQL over that output.
+
 Tables (under OUT/tables, Parquet; `ops` partitioned by campaign and run, the others by
 campaign):
 
 - `runs`: one row per analysed run — options (workload, acks, min ISR, unclean, idempotence,
   bugs, fault mix, seed, a `config` label) and the verdict recorded in results.json;
 - `ops`: every history event (harness.history's fixed schema) plus run_id/campaign/run;
-- `checks`: the verdict, validity and anomaly counts found by the single-process checker
-  (`harness.checkers.check`, what `hiwater check` and the campaign run) on each run, one run
-  per task (`mapInPandas`), and whether they agree with results.json;
+- `checks`: the verdict, validity and anomaly counts found by the checker on each run, and
+  the verdict recorded in results.json (compared, with the anomaly sets, on the driver);
 - `anomalies`: (run, anomaly type, count, outside the policy?);
 - `faults`: fault windows with the time to recover after each heal;
 - `op_latency`: client ops paired (invoke → completion), one row per fault kind active at the
-  invocation (`quiet` outside every fault).
+  invocation (`quiet` outside every fault);
+- `unseen`: each run's unseen count (acknowledged, not yet read) at `runs.DECAY_S` seconds
+  after its last heal.
 
 Aggregates (OUT/aggregates, and the page OUT/index.html): `matrix` (config × fault kind:
 runs, invalid runs, anomaly rate), `by_dimension` (anomaly rate by fault mix, config, acks,
 min ISR, unclean, idempotence, bug switch, workload, seed), `by_type` (runs with each anomaly
 type per config), `latency` (config × fault kind or quiet: ops, ok, availability, ok-latency
-p50/p99 in ms, exact percentiles) and `recovery` (config × fault kind: heals, recovered,
-mean/max seconds to the first ok after the heal).
+p50/p99 in ms, exact percentiles), `recovery` (config × fault kind: heals, recovered,
+mean/max seconds to the first ok after the heal), `unseen_decay` (config × seconds after the
+heal: mean/max unseen, runs at zero) and `seeds` (anomaly type × config × seed: runs with it
+of the runs with that seed — which seeds reproduce which anomaly).
 """
 
 from __future__ import annotations
