@@ -105,3 +105,15 @@ def test_progress_line_shows_stage_and_tasks() -> None:
     text = line._render()
     line.stop()
     assert "check runs: 8 runs" in text and "tasks 3/8" in text
+
+
+def test_register_history_goes_to_check_whole(tmp_path: Path) -> None:
+    from harness.checkers.synthetic import register_history
+
+    h = register_history(300, seed=4)
+    write_parquet(h, tmp_path / "h.parquet")
+    table = pq.read_table(tmp_path / "h.parquet")
+    facts = {"probes": {"valid?": True}, "workload": {"final_complete": True}}
+    row = analyse_table(table, ["assign"], facts)[0]
+    assert row == check_run(h, ["assign"], facts)
+    assert row["linearizable"] in ("true", "false", "unknown")
