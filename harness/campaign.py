@@ -733,7 +733,7 @@ class _Reporter(threading.Thread):
 def _conclude(opts: CampaignOptions, run_dir: Path, results: dict[str, Any]
               ) -> CampaignResult:
     from harness.checkers import check
-    from harness.checkers.policy import QueuePolicy
+    from harness.checkers.policy import QueuePolicy, run_verdict
 
     history_path = run_dir / "history.jsonl"
     bad: list[str] = []
@@ -747,19 +747,8 @@ def _conclude(opts: CampaignOptions, run_dir: Path, results: dict[str, Any]
         results.update(checked)
         results["policy"] = {"sub_via": sorted(policy.sub_via), "ww_deps": policy.ww_deps,
                              "ignore": sorted(policy.ignore)}
-        bad = list(checked.get("queue", {}).get("bad_anomaly_types", []))
-        if not checked.get("linearizable", {"valid?": True})["valid?"]:
-            bad.append("nonlinearizable")
-        if not results.get("probes", {}).get("valid?", True):
-            bad.append("live-invariant")
-        valid = checked["valid?"]
-        incomplete = results.get("workload", {}).get("final_complete") is False
-        if bad:
-            verdict, code = "invalid", EXIT_INVALID
-        elif valid == "unknown" or incomplete:
-            verdict, code = "unknown", EXIT_UNKNOWN
-        else:
-            verdict, code = "valid", EXIT_VALID
+        verdict, bad = run_verdict(checked, results)
+        code = {"valid": EXIT_VALID, "invalid": EXIT_INVALID}.get(verdict, EXIT_UNKNOWN)
     results["verdict"] = verdict
     results["bad"] = bad
     results["exit_code"] = code

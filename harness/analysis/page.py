@@ -52,6 +52,8 @@ def render(out: Path, problems: list[tuple[str, str]], mismatches: list[tuple[st
     lat = _read(aggs / "latency")
     rec = _read(aggs / "recovery")
     bydim = _read(aggs / "by_dimension")
+    decay = _read(aggs / "unseen_decay")
+    seeds = _read(aggs / "seeds")
     pg = _Page()
     pg.add(f'<h1 style="margin:14px 30px">hiwater analysis — {len(runs)} run(s)</h1>')
 
@@ -101,6 +103,32 @@ def render(out: Path, problems: list[tuple[str, str]], mismatches: list[tuple[st
                        else "—",
                        f"{r.max_recover_s:.2f}" if r.max_recover_s == r.max_recover_s
                        else "—"] for r in rec.itertuples()]))
+
+    pg.section("unseen", "Unseen decay after the last heal")
+    if len(decay):
+        data = []
+        for c in sorted(decay["config"].unique()):
+            sub = decay[decay["config"] == c].sort_values("after_heal_s")
+            data.append({"type": "scatter", "mode": "lines+markers", "name": c,
+                         "x": [float(x) for x in sub["after_heal_s"]],
+                         "y": [float(y) for y in sub["mean_unseen"]]})
+        pg.figure({"data": data, "layout": base_layout(
+            "mean unseen records (acknowledged, not yet read) after the last heal",
+            xtitle="seconds after the last heal", ytitle="records")},
+            "Each run sampled after the end of its last fault window (its start when it had "
+            "none); the curve should fall to zero once consumers catch up.")
+        pg.add(table(["configuration", "s after heal", "runs", "mean unseen", "max",
+                      "runs at zero"],
+                     [[_fmt(r.config), _fmt(r.after_heal_s), _fmt(r.runs),
+                       _fmt(float(r.mean_unseen)), _fmt(r.max_unseen), _fmt(r.runs_zero)]
+                      for r in decay.itertuples()]))
+
+    pg.section("seeds", "Which seeds reproduce which anomaly")
+    if len(seeds):
+        pg.add(table(["anomaly", "configuration", "seed", "runs with it", "runs", "rate"],
+                     [[_fmt(r.type) + (" (bad)" if r.bad else ""), _fmt(r.config),
+                       _fmt(r.seed), _fmt(r.runs_with), _fmt(r.runs), _fmt(r.rate, True)]
+                      for r in seeds.itertuples()]))
 
     pg.section("dimensions", "Anomaly rate by dimension")
     if len(bydim):

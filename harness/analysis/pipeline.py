@@ -1,32 +1,47 @@
 """`hiwater analyze`: many campaign runs → Parquet tables → distributed checks → aggregates.
 
+One Spark job does the per-run work: the runs are split into a few groups per core, and each
+task (`per_run_arrow`, `mapInArrow`) reads each run's history.parquet once and
+- checks it with the same checker code as `hiwater check` (`runs.check_table`: the queue
+  checker's fast path on the file's int side columns — no JSON decoded, no `Op` made — and
+  the reference checker on decoded `Op`s only where the fast path cannot prove the history
+  clean, as `queue.check` does) under the campaign's verdict rule (`policy.run_verdict`);
+- derives its fault windows, paired client ops and unseen decay with numpy;
+- writes its events as its own partition of the `ops` table;
+and returns Arrow batches of long rows of four kinds (check, fault, op, unseen), staged once
+as Parquet. Every table and aggregate below is Spark SQL over that output.
+
 Tables (under OUT/tables, Parquet; `ops` partitioned by campaign and run, the others by
 campaign):
 
 - `runs`: one row per analysed run — options (workload, acks, min ISR, unclean, idempotence,
   bugs, fault mix, seed, a `config` label) and the verdict recorded in results.json;
 - `ops`: every history event (harness.history's fixed schema) plus run_id/campaign/run;
-- `checks`: the verdict, validity and anomaly counts found by the single-process checker
-  (`harness.checkers.check`, what `hiwater check` and the campaign run) on each run, one run
-  per task (`mapInPandas`), and whether they agree with results.json;
+- `checks`: the verdict, validity and anomaly counts found by the checker on each run, and
+  the verdict recorded in results.json (compared, with the anomaly sets, on the driver);
 - `anomalies`: (run, anomaly type, count, outside the policy?);
 - `faults`: fault windows with the time to recover after each heal;
 - `op_latency`: client ops paired (invoke → completion), one row per fault kind active at the
-  invocation (`quiet` outside every fault).
+  invocation (`quiet` outside every fault);
+- `unseen`: each run's unseen count (acknowledged, not yet read) at `runs.DECAY_S` seconds
+  after its last heal.
 
 Aggregates (OUT/aggregates, and the page OUT/index.html): `matrix` (config × fault kind:
 runs, invalid runs, anomaly rate), `by_dimension` (anomaly rate by fault mix, config, acks,
 min ISR, unclean, idempotence, bug switch, workload, seed), `by_type` (runs with each anomaly
 type per config), `latency` (config × fault kind or quiet: ops, ok, availability, ok-latency
-p50/p99 in ms, exact percentiles) and `recovery` (config × fault kind: heals, recovered,
-mean/max seconds to the first ok after the heal).
+p50/p99 in ms, exact percentiles), `recovery` (config × fault kind: heals, recovered,
+mean/max seconds to the first ok after the heal), `unseen_decay` (config × seconds after the
+heal: mean/max unseen, runs at zero) and `seeds` (anomaly type × config × seed: runs with it
+of the runs with that seed — which seeds reproduce which anomaly).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -48,18 +63,22 @@ RUNS_SCHEMA: Final = (
     "workload string, acks string, min_isr int, unclean boolean, idempotence boolean, "
     "bugs string, nemesis string, seed long, config string, sub_via string, "
     "recorded_verdict string, report string, results_json string")
-CHECK_SCHEMA: Final = (
-    "run_id string, verdict string, valid string, anomaly_types string, bad string, "
-    "counts string, linearizable string, error string")
+CHECK_COLS: Final = (("verdict", "string"), ("valid", "string"), ("anomaly_types", "string"),
+                     ("bad", "string"), ("counts", "string"), ("linearizable", "string"),
+                     ("error", "string"))
 FAULT_COLS: Final = (("window", "int"), ("fault", "string"), ("start_ns", "long"),
                      ("end_ns", "long"), ("recover_s", "double"))
 OPLAT_COLS: Final = (("f", "string"), ("type", "string"), ("invoke_ns", "long"),
                      ("latency_ms", "double"), ("fault", "string"))
-#: one row per run: the check, and its fault windows and paired ops as arrays (one read
-#: of each history; Spark explodes the arrays into the faults and op_latency tables)
-PER_RUN_SCHEMA: Final = CHECK_SCHEMA + "".join(
-    f", w_{n} array<{t}>" for n, t in FAULT_COLS) + "".join(
-    f", o_{n} array<{t}>" for n, t in OPLAT_COLS)
+UNSEEN_COLS: Final = (("after_heal_s", "double"), ("unseen", "long"))
+#: what each Spark task returns: long rows of four kinds (one `check` row per run, then its
+#: `fault` windows, paired `op`s and `unseen` samples), the columns a kind lacks null; one
+#: Arrow batch per run, made from numpy columns (no Python object per op)
+PER_RUN_COLS: Final = (("kind", "string"), ("run_id", "string"),
+                       *dict.fromkeys([*CHECK_COLS, *FAULT_COLS, *OPLAT_COLS, *UNSEEN_COLS]))
+PER_RUN_SCHEMA: Final = ", ".join(f"{n} {t}" for n, t in PER_RUN_COLS)
+KIND_COLS: Final = {"check": CHECK_COLS, "fault": FAULT_COLS, "op": OPLAT_COLS,
+                    "unseen": UNSEEN_COLS}
 
 
 @dataclass
@@ -110,64 +129,123 @@ def discover(stores: Sequence[Path]) -> tuple[list[RunInfo], list[tuple[str, str
 # executor functions (module level: pickled by reference)
 
 
-def _per_run_batches(batches: Iterator[Any]) -> Iterator[Any]:
-    import pandas as pd
+def _arrow_schema() -> Any:
+    import pyarrow as pa
 
-    from harness.analysis.runs import check_run, fault_rows, op_rows
-    from harness.history import read_parquet
+    types = {"string": pa.string(), "int": pa.int32(), "long": pa.int64(),
+             "double": pa.float64()}
+    return pa.schema([pa.field(n, types[t]) for n, t in PER_RUN_COLS])
 
-    cols = [c.split()[0] for c in PER_RUN_SCHEMA.split(", ")]
-    for pdf in batches:
-        rows = []
-        for r in pdf.itertuples(index=False):
+
+def _kind_batch(schema: Any, kind: str, run_id: str, cols: dict[str, Any]) -> Any:
+    import pyarrow as pa
+
+    n = len(next(iter(cols.values()))) if cols else 0
+    arrays = []
+    for f in schema:
+        if f.name == "kind":
+            arrays.append(pa.array([kind] * n, f.type))
+        elif f.name == "run_id":
+            arrays.append(pa.array([run_id] * n, f.type))
+        elif f.name in cols:
+            arrays.append(pa.array(cols[f.name], f.type, from_pandas=True))
+        else:
+            arrays.append(pa.nulls(n, f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+#: characters Spark escapes in a partition directory's value (ExternalCatalogUtils)
+_ESCAPED: Final = frozenset('"#%\'*/:=?\\\x7f{[]^') | frozenset(map(chr, range(32)))
+
+
+def partition_dir(col: str, value: str) -> str:
+    """`col=value` as Spark names a partition directory (so Spark reads the value back)."""
+    return col + "=" + "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in value)
+
+
+def write_ops_partition(table: Any, ops_dir: str, run_id: str, campaign: str, run: str) -> None:
+    """One run's events as its partition of the `ops` table (campaign=…/run=…/), written
+    where the history was read: the history's fixed columns plus run_id; atomic rename."""
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from harness.history import PARQUET_COLUMNS
+
+    base = table.select(list(PARQUET_COLUMNS))
+    base = base.replace_schema_metadata(None).append_column(
+        "run_id", pa.array([run_id] * base.num_rows, pa.string()))
+    d = os.path.join(ops_dir, partition_dir("campaign", campaign), partition_dir("run", run))
+    os.makedirs(d, exist_ok=True)
+    tmp = os.path.join(d, ".part-00000.parquet.tmp")
+    pq.write_table(base, tmp, compression="snappy")
+    os.replace(tmp, os.path.join(d, "part-00000.parquet"))
+
+
+def per_run_arrow(batches: Iterator[Any], ops_dir: str | None = None) -> Iterator[Any]:
+    """The Spark task (`mapInArrow`): each run of the batch read once from its history file
+    and analysed (`runs.analyse_table`: the same checkers as `hiwater check`), and its events
+    written as its partition of the `ops` table (`ops_dir`); a run whose analysis fails gives
+    a check row with the error, and the others go on."""
+    import pyarrow.parquet as pq
+
+    from harness.analysis.runs import analyse_table
+
+    schema = _arrow_schema()
+    for batch in batches:
+        for r in batch.to_pylist():
+            rid = r["run_id"]
             try:
-                h = read_parquet(r.history)
-                row: dict[str, Any] = check_run(h, r.sub_via.split(","),
-                                                json.loads(r.results_json))
+                table = pq.read_table(r["history"])
+                if ops_dir is not None:
+                    write_ops_partition(table, ops_dir, rid, r["campaign"], r["run"])
+                row, win, lat, unseen = analyse_table(table, r["sub_via"].split(","),
+                                                      json.loads(r["results_json"]))
                 row["error"] = None
-                ws = fault_rows(h)
-                for n, _t in FAULT_COLS:
-                    row[f"w_{n}"] = [w[n] for w in ws]
-                for n, v in op_rows(h, ws).items():
-                    row[f"o_{n}"] = v
             except Exception as e:  # reported per run, the others go on
-                row = {"verdict": "unknown", "valid": "unknown", "anomaly_types": "[]",
-                       "bad": "[]", "counts": "{}", "linearizable": "n/a",
-                       "error": f"{type(e).__name__}: {e}",
-                       **{f"w_{n}": [] for n, _ in FAULT_COLS},
-                       **{f"o_{n}": [] for n, _ in OPLAT_COLS}}
-            rows.append({"run_id": r.run_id, **row})
-        yield pd.DataFrame(rows, columns=cols)
-
-
-def _explode(df: Any, prefix: str, cols: Sequence[tuple[str, str]]) -> Any:
-    from pyspark.sql import functions as F
-
-    z = F.arrays_zip(*[F.col(f"{prefix}{n}") for n, _ in cols])
-    return (df.select("run_id", F.explode(z).alias("z"))
-            .select("run_id", *[F.col(f"z.{prefix}{n}").alias(n) for n, _ in cols]))
+                yield _kind_batch(schema, "check", rid, {
+                    "verdict": ["unknown"], "valid": ["unknown"], "anomaly_types": ["[]"],
+                    "bad": ["[]"], "counts": ["{}"], "linearizable": ["n/a"],
+                    "error": [f"{type(e).__name__}: {e}"]})
+                continue
+            yield _kind_batch(schema, "check", rid, {k: [v] for k, v in row.items()})
+            yield _kind_batch(schema, "fault", rid, win)
+            yield _kind_batch(schema, "op", rid, lat)
+            yield _kind_batch(schema, "unseen", rid, unseen)
 
 
 # ---------------------------------------------------------------------------------------
 # the pipeline
 
 
-def _norm_path_col(col: Any) -> Any:
+Progress = Callable[[str], None]
+
+
+def analyze(stores: Sequence[Path], out: Path, spark: Any, progress: Progress | None = None
+            ) -> Analysis:
+    """Discover the runs, write the tables and aggregates under `out`; `progress(stage)` is
+    called as each stage starts."""
+    import shutil
+
+    import pandas as pd
     from pyspark.sql import functions as F
-
-    return F.regexp_replace(col, r"^file:(//)?", "")
-
-
-def analyze(stores: Sequence[Path], out: Path, spark: Any) -> Analysis:
-    from pyspark.sql import functions as F
-
-    from harness.history import parquet_schema
-
     out.mkdir(parents=True, exist_ok=True)
     res = Analysis(out)
-    t = time.perf_counter()
+    current: list[Any] = [None, 0.0]
+
+    def stage(name: str, what: str = "") -> None:
+        """Start a stage: the time since the last one is that one's."""
+        now = time.perf_counter()
+        if current[0] not in (None, "done"):
+            res.seconds[current[0]] = res.seconds.get(current[0], 0.0) + now - current[1]
+        current[:] = [name, now]
+        if progress is not None and name != "done":
+            progress(f"{name}: {what}" if what else name)
+
+    stage("discover", "runs, options, results (JSONL-only runs converted to Parquet)")
     infos, res.problems = discover(stores)
-    res.seconds["discover"] = time.perf_counter() - t
+    stage("done")
     res.runs = len(infos)
     (out / "problems.json").write_text(json.dumps(res.problems, indent=2))
     tables = out / "tables"
@@ -175,50 +253,52 @@ def analyze(stores: Sequence[Path], out: Path, spark: Any) -> Analysis:
     if not infos:
         return res
 
+    stage("runs", "the runs table")
     rows = [run_row(i) for i in infos]
-    import pandas as pd
-
     runs_pdf = pd.DataFrame(rows, columns=[c.split()[0] for c in RUNS_SCHEMA.split(", ")])
     runs = spark.createDataFrame(runs_pdf, RUNS_SCHEMA)
-    nparts = max(1, min(len(infos), spark.sparkContext.defaultParallelism * 2))
-    work = runs.select("run_id", "history", "sub_via", "results_json").repartition(
-        nparts, "run_id").cache()
-
-    per_run = work.mapInPandas(_per_run_batches, PER_RUN_SCHEMA).cache()
-    checks = per_run.select(*[c.split()[0] for c in CHECK_SCHEMA.split(", ")])
-    faults = _explode(per_run, "w_", FAULT_COLS)
-    oplat = _explode(per_run, "o_", OPLAT_COLS)
-
-    # the raw events, read by Spark from each run's Parquet (fixed schema)
-    from pyspark.sql.types import StructType
-
-    schema = StructType.fromJson(json.loads(_spark_schema_json(parquet_schema())))
-    paths = [str(Path(i.history).resolve()) for i in infos if i.history]
-    keyed = spark.createDataFrame(
-        [(str(Path(i.history).resolve()), i.run_id, i.campaign, i.run) for i in infos
-         if i.history], "src string, run_id string, campaign string, run string")
-    ops = (spark.read.schema(schema).parquet(*paths)
-           .withColumn("src", _norm_path_col(F.input_file_name()))
-           .join(F.broadcast(keyed), "src").drop("src"))
+    # a few tasks per core (balance: runs differ in cost, e.g. the reference checker's slow
+    # path on a history with anomalies), each with many runs (a task's fixed cost is paid
+    # once per task, not per run); no key, so no hash skew
+    nparts = max(1, min(len(infos), spark.sparkContext.defaultParallelism * 4))
+    work = runs.select("run_id", "campaign", "run", "history", "sub_via", "results_json"
+                       ).repartition(nparts)
 
     schemas: dict[str, Any] = {}
 
     def write(df: Any, name: str, base: Path = tables, parts: Sequence[str] = ("campaign",)
               ) -> None:
         p = base / name
+        stage(name, f"writing {base.name}/{name}")
         w = df.write.mode("overwrite")
         if parts:
             w = w.partitionBy(*parts)
-        t0 = time.perf_counter()
         schemas[name] = df.schema
         w.parquet(str(p))
         res.tables[name] = p
-        res.seconds[name] = time.perf_counter() - t0
 
-    camp = runs.select("run_id", "campaign")
+    # every run analysed once, in one Spark job; its four kinds of rows staged as Parquet
+    staged = out / "_per_run"
+    stage("check runs", f"{len(infos)} runs checked in {nparts} tasks (mapInArrow)")
+    ops_dir = tables / "ops"
+    shutil.rmtree(ops_dir, ignore_errors=True)
+    task = functools.partial(per_run_arrow, ops_dir=str(ops_dir.resolve()))
+    (work.mapInArrow(task, PER_RUN_SCHEMA).write.mode("overwrite")
+     .partitionBy("kind").parquet(str(staged)))
+    res.tables["ops"] = ops_dir
+    per_run = spark.read.schema(PER_RUN_SCHEMA.replace("kind string, ", "") + ", kind string"
+                                ).parquet(str(staged))
+
+    def kind(k: str) -> Any:
+        return per_run.where(F.col("kind") == k).select(
+            "run_id", *dict.fromkeys(n for n, _t in KIND_COLS[k]))
+
+    checks, faults, oplat, unseen = (kind(k) for k in ("check", "fault", "op", "unseen"))
+
+    camp = F.broadcast(runs.select("run_id", "campaign"))
     write(runs.drop("results_json"), "runs")
-    write(ops, "ops", parts=("campaign", "run"))
-    checks_t = checks.join(runs.select("run_id", "campaign", "recorded_verdict"), "run_id")
+    checks_t = checks.join(F.broadcast(runs.select("run_id", "campaign", "recorded_verdict")),
+                           "run_id")
     write(checks_t, "checks")
     anomalies = (checks.select("run_id", F.explode(F.from_json("counts", "map<string,bigint>"))
                                .alias("type", "count"),
@@ -228,8 +308,10 @@ def analyze(stores: Sequence[Path], out: Path, spark: Any) -> Analysis:
     write(anomalies, "anomalies")
     write(faults.join(camp, "run_id"), "faults")
     write(oplat.join(camp, "run_id"), "op_latency")
+    write(unseen.join(camp, "run_id"), "unseen")
 
     # compare with results.json, on the driver (small)
+    stage("compare", "verdicts and anomaly sets against results.json")
     got = {r["run_id"]: r.asDict() for r in checks.collect()}
     for i in infos:
         g = got.get(i.run_id)
@@ -249,25 +331,24 @@ def analyze(stores: Sequence[Path], out: Path, spark: Any) -> Analysis:
                 f"{k} ({want[k]} vs {mine[k]})" for k in diff)))
 
     # aggregates (Spark SQL over the tables just written)
-    for name in ("runs", "checks", "faults", "op_latency", "anomalies"):
+    cached = []
+    for name in ("runs", "checks", "faults", "op_latency", "anomalies", "unseen"):
         # with the schema written: an empty table (no anomaly at all) has no part files
-        spark.read.schema(schemas[name]).parquet(str(tables / name)).createOrReplaceTempView(
-            f"t_{name}")
+        df = spark.read.schema(schemas[name]).parquet(str(tables / name))
+        if name != "op_latency":  # small tables, read by several aggregates: kept in memory
+            df = df.cache()
+            cached.append(df)
+        df.createOrReplaceTempView(f"t_{name}")
     for name, sql in AGG_SQL.items():
         df = spark.sql(sql)
         write(df.coalesce(1), name, aggs, parts=())
+    stage("done")
+    for df in cached:
+        df.unpersist()
     (out / "problems.json").write_text(json.dumps(
         {"problems": res.problems, "mismatches": res.mismatches}, indent=2))
-    per_run.unpersist()
-    work.unpersist()
+    shutil.rmtree(staged, ignore_errors=True)
     return res
-
-
-def _spark_schema_json(pa_schema: Any) -> str:
-    types = {"int64": "long", "string": "string"}
-    return json.dumps({"type": "struct", "fields": [
-        {"name": f.name, "type": types[str(f.type)], "nullable": True, "metadata": {}}
-        for f in pa_schema]})
 
 
 _V: Final = ("SELECT r.*, c.verdict, CASE WHEN c.verdict = 'invalid' THEN 1 ELSE 0 END AS bad_run"
@@ -298,6 +379,18 @@ AGG_SQL: Final = {
         "percentile(CASE WHEN o.type = 'ok' THEN o.latency_ms END, 0.99) AS p99_ms "
         "FROM t_op_latency o JOIN t_runs r ON o.run_id = r.run_id "
         "GROUP BY r.config, o.fault ORDER BY r.config, o.fault"),
+    "unseen_decay": (
+        "SELECT r.config, u.after_heal_s, count(*) AS runs, avg(u.unseen) AS mean_unseen, "
+        "max(u.unseen) AS max_unseen, sum(CASE WHEN u.unseen = 0 THEN 1 ELSE 0 END) AS runs_zero "
+        "FROM t_unseen u JOIN t_runs r ON u.run_id = r.run_id "
+        "GROUP BY r.config, u.after_heal_s ORDER BY r.config, u.after_heal_s"),
+    "seeds": (
+        "SELECT a.type, r.config, r.seed, count(DISTINCT a.run_id) AS runs_with, "
+        "max(n.runs) AS runs, count(DISTINCT a.run_id) / max(n.runs) AS rate, "
+        "max(CAST(a.bad AS int)) AS bad FROM t_anomalies a JOIN t_runs r ON a.run_id = r.run_id "
+        "JOIN (SELECT config, seed, count(*) AS runs FROM t_runs GROUP BY config, seed) n "
+        "ON n.config = r.config AND n.seed = r.seed "
+        "GROUP BY a.type, r.config, r.seed ORDER BY a.type, r.config, r.seed"),
     "recovery": (
         "SELECT r.config, f.fault, count(*) AS heals, count(f.recover_s) AS recovered, "
         "avg(f.recover_s) AS mean_recover_s, max(f.recover_s) AS max_recover_s "

@@ -69,7 +69,8 @@ def ensure_parquet(run_dir: Path) -> tuple[Path | None, str | None]:
     (reported, not silently replaced)."""
     import pyarrow.parquet as pq
 
-    from harness.history import parquet_schema, read_jsonl, write_parquet
+    from harness.checkers.columnar import write_columnar
+    from harness.history import parquet_schema, read_jsonl
 
     pq_path = run_dir / HISTORY_PARQUET
     if pq_path.exists():
@@ -99,7 +100,7 @@ def ensure_parquet(run_dir: Path) -> tuple[Path | None, str | None]:
     if not ops:
         return None, f"{HISTORY_JSONL} is empty"
     tmp = run_dir / (HISTORY_PARQUET + ".tmp")
-    write_parquet(ops, tmp)
+    write_columnar(ops, tmp)  # as a campaign writes it: the checker's int columns beside
     os.replace(tmp, pq_path)
     return pq_path, None
 
@@ -174,33 +175,12 @@ def run_row(info: RunInfo) -> dict[str, Any]:
 # per-run work (executors)
 
 
-def judge(checked: Mapping[str, Any], results: Mapping[str, Any]) -> tuple[str, list[str]]:
-    """The campaign's verdict rule (harness.campaign._conclude) over a fresh `check` result
-    and the recorded run facts (error, live probes, final reads)."""
-    if "error" in results:
-        return "unknown", []
-    bad = list(checked.get("queue", {}).get("bad_anomaly_types", []))
-    if not checked.get("linearizable", {"valid?": True})["valid?"]:
-        bad.append("nonlinearizable")
-    if not (results.get("probes") or {}).get("valid?", True):
-        bad.append("live-invariant")
-    incomplete = (results.get("workload") or {}).get("final_complete") is False
-    if bad:
-        return "invalid", bad
-    if checked["valid?"] == "unknown" or incomplete:
-        return "unknown", bad
-    return "valid", bad
+def check_row(checked: Mapping[str, Any], facts: Mapping[str, Any]) -> dict[str, Any]:
+    """A `check` result as one row: the run's verdict (`run_verdict`, the campaign's rule),
+    validity, and the anomaly types with their counts."""
+    from harness.checkers.policy import run_verdict
 
-
-def check_run(history: Sequence[Op], sub_via: Sequence[str], facts: Mapping[str, Any],
-              time_limit_s: float = 30.0) -> dict[str, Any]:
-    """The single-process checker on one history (what `hiwater check` and the campaign run),
-    as one row: verdict, validity and the anomaly types with their counts."""
-    from harness.checkers import check
-    from harness.checkers.policy import QueuePolicy
-
-    checked = check(history, QueuePolicy.of(sub_via), time_limit_s=time_limit_s)
-    verdict, bad = judge(checked, facts)
+    verdict, bad = run_verdict(checked, facts)
     q = checked.get("queue") or {}
     counts = {t: int(a.get("count", 0)) for t, a in (q.get("anomalies") or {}).items()}
     v = checked["valid?"]
@@ -212,6 +192,17 @@ def check_run(history: Sequence[Op], sub_via: Sequence[str], facts: Mapping[str,
         "counts": json.dumps(counts, sort_keys=True),
         "linearizable": str((checked.get("linearizable") or {}).get("valid?", "n/a")).lower(),
     }
+
+
+def check_run(history: Sequence[Op], sub_via: Sequence[str], facts: Mapping[str, Any],
+              time_limit_s: float = 30.0) -> dict[str, Any]:
+    """The single-process checker on one history (what `hiwater check` and the campaign run),
+    as one row (`check_row`)."""
+    from harness.checkers import check
+    from harness.checkers.policy import QueuePolicy
+
+    checked = check(history, QueuePolicy.of(sub_via), time_limit_s=time_limit_s)
+    return check_row(checked, facts)
 
 
 def recorded_check(results: Mapping[str, Any]) -> dict[str, Any]:
@@ -284,3 +275,234 @@ def op_rows(history: Sequence[Op], windows: Sequence[Mapping[str, Any]]) -> dict
             cols["latency_ms"].append((op.time_ns - t0) / 1e6)
             cols["fault"].append(k)
     return cols
+
+
+# ---------------------------------------------------------------------------------------
+# the same per-run work from the history file's columns (what the Spark tasks run)
+
+
+def ops_of_table(table: Any) -> list[Op]:
+    """`harness.history.from_arrow` (the same `Op`s), faster: every `value` decoded by one
+    `json.loads` call, `Op`s made straight from the columns; a row with `extra` keys goes
+    through `op_from_dict` as `from_arrow` does."""
+    from harness.history import PARQUET_COLUMNS, TYPES, _restore_poll_keys, op_from_dict
+
+    cols = table.select(list(PARQUET_COLUMNS)).to_pydict()
+    vals = cols["value"]
+    values = json.loads("[" + ",".join("null" if v is None else v for v in vals) + "]")
+    queue_fs = ("send", "poll", "txn")
+    out: list[Op] = []
+    for i, (ix, t, p, pn, typ, f, x) in enumerate(zip(
+            cols["index"], cols["time_ns"], cols["process"], cols["process_name"],
+            cols["type"], cols["f"], cols["extra"], strict=True)):
+        proc = p if p is not None else pn
+        if x is not None:
+            d = {"index": ix, "time_ns": t, "process": proc, "type": typ, "f": f,
+                 "value": values[i]}
+            d.update(json.loads(x))
+            out.append(op_from_dict(d))
+            continue
+        if typ not in TYPES:
+            raise ValueError(f"op type must be one of {TYPES}, not {typ!r}")
+        v = values[i]
+        if f in queue_fs:
+            v = _restore_poll_keys(v)
+        out.append(Op(int(ix), int(t), proc, typ, f, v, None))
+    return out
+
+
+def check_table(table: Any, sub_via: Sequence[str], *, time_limit_s: float = 30.0
+                ) -> tuple[dict[str, Any], Any]:
+    """`harness.checkers.check`'s verdict-bearing part (`valid?`, `queue`, `linearizable`;
+    not `stats`) on a history table, through the same checkers, and the queue columns when
+    the file gave them. A queue history goes to `queue_fast.check_columns` on the int
+    columns read straight from the file (no JSON, no `Op`s: `check` reaches the same function
+    through `columnar.from_ops`), and to the reference `queue.check` on the decoded `Op`s
+    only when the fast path cannot prove it clean — as `queue.check` does; a history with
+    register ops goes to `check` whole."""
+    import pyarrow.compute as pc
+
+    from harness.checkers import check, linearizable, queue
+    from harness.checkers.columnar import Fallback, from_arrow_table
+    from harness.checkers.policy import QueuePolicy, merge_valid
+    from harness.checkers.queue_fast import check_columns
+
+    policy = QueuePolicy.of(sub_via)
+    fs = set(pc.unique(table.column("f")).to_pylist())
+    if fs & frozenset(linearizable.REGISTER.codes):
+        return check(ops_of_table(table), policy, time_limit_s=time_limit_s), None
+    try:
+        cols = from_arrow_table(table)
+    except Fallback:
+        cols = None
+    q = check_columns(cols, policy) if cols is not None else None
+    if q is None:
+        q = queue.check(ops_of_table(table), policy, fast=False)
+    return {"valid?": merge_valid([q["valid?"]]), "queue": q}, cols
+
+
+#: when the unseen count is sampled: seconds after the last heal (the end of the last fault
+#: window; the history's start when there was no fault), up to the history's end
+DECAY_S: Final = (0.0, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
+
+
+def _samples(heal_ns: int, end_ns: int) -> list[tuple[float, int]]:
+    return [(d, heal_ns + int(d * 1e9)) for d in DECAY_S if heal_ns + int(d * 1e9) <= end_ns]
+
+
+def unseen_decay_columns(c: Any, heal_ns: int, end_ns: int) -> tuple[list[float], list[int]]:
+    """Jepsen's `unseen` (acknowledged by an `ok` send, not yet read by an `ok` poll; a value
+    read before it was acknowledged never counts) summed over keys, after each `DECAY_S` step
+    past the heal, from the queue columns: each (key, value) is unseen from the op that first
+    acknowledged it until the op that first read it."""
+    import numpy as np
+
+    ok = c.r_type == 0
+    sm = ok[c.s_r]
+    rec_op = np.repeat(c.p_r, c.p_n)
+    rec_k = np.repeat(c.p_k, c.p_n)
+    rm = ok[rec_op]
+    k = np.concatenate([c.s_k[sm], rec_k[rm]])
+    v = np.concatenate([c.s_v[sm], c.rec_v[rm]])
+    op = np.concatenate([c.s_r[sm], rec_op[rm]])
+    is_ack = np.concatenate([np.ones(int(sm.sum()), bool), np.zeros(int(rm.sum()), bool)])
+    big = np.iinfo(np.int64).max
+    if len(k):
+        order = np.lexsort((v, k))  # (key, value) pairs numbered 0.. in sorted order
+        ks, vs = k[order], v[order]
+        new_pair = np.ones(len(order), dtype=bool)
+        new_pair[1:] = (ks[1:] != ks[:-1]) | (vs[1:] != vs[:-1])
+        inv = np.empty(len(order), dtype=np.int64)
+        inv[order] = np.cumsum(new_pair) - 1
+        n = int(inv.max()) + 1
+        acked = np.full(n, big, np.int64)
+        polled = np.full(n, big, np.int64)
+        np.minimum.at(acked, inv[is_ack], op[is_ack])
+        np.minimum.at(polled, inv[~is_ack], op[~is_ack])
+        live = (acked < big) & (acked < polled)
+        a_sorted = np.sort(acked[live])
+        p_sorted = np.sort(polled[live])
+    else:
+        a_sorted = p_sorted = np.zeros(0, np.int64)
+    done = np.maximum.accumulate(c.r_time) if len(c.r_time) else c.r_time
+    xs, ys = [], []
+    for d, t in _samples(heal_ns, end_ns):
+        n_done = int(np.searchsorted(done, t, side="right"))  # ops completed by t
+        xs.append(d)
+        ys.append(int(np.searchsorted(a_sorted, n_done, side="left")
+                      - np.searchsorted(p_sorted, n_done, side="left")))
+    return xs, ys
+
+
+def unseen_decay_ops(history: Sequence[Op], heal_ns: int, end_ns: int
+                     ) -> tuple[list[float], list[int]]:
+    """`unseen_decay_columns` from `Op`s, with the report's own unseen series
+    (`harness.report.derive`): for histories the columns cannot express."""
+    from harness.report.derive import _unseen_events
+
+    events = _unseen_events(history)
+    per_key: dict[str, int] = {}
+    xs, ys = [], []
+    i = 0
+    for d, t in _samples(heal_ns, end_ns):
+        while i < len(events) and events[i][0] <= t:
+            per_key[events[i][1]] = events[i][2]
+            i += 1
+        xs.append(d)
+        ys.append(sum(per_key.values()))
+    return xs, ys
+
+
+def _client_pairs(table: Any) -> dict[str, Any]:
+    """Client ops as invocation/completion pairs from the columns (numpy): for each
+    completion whose process's previous event is an invocation — what `op_rows` pairs with
+    its `pending` map — its f, type, invocation time and completion time, in history order."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    proc = table.column("process")
+    client = pc.is_valid(proc).to_numpy(zero_copy_only=False)
+    idx = np.nonzero(client)[0]
+    p = proc.to_numpy(zero_copy_only=False)[idx].astype(np.int64)
+    t = table.column("time_ns").to_numpy()[idx]
+    typ = table.column("type").to_numpy(zero_copy_only=False)[idx]
+    order = np.lexsort((idx, p))
+    ps, ts, tys = p[order], t[order], typ[order]
+    inv = tys == INVOKE
+    j = np.nonzero((ps[1:] == ps[:-1]) & inv[:-1] & ~inv[1:])[0]
+    comp = order[j + 1]
+    by_time = np.argsort(idx[comp], kind="stable")
+    comp, j = comp[by_time], j[by_time]
+    f = table.column("f").to_numpy(zero_copy_only=False)[idx]
+    return {"f": f[comp], "type": typ[comp], "invoke_ns": ts[j], "done_ns": t[comp]}
+
+
+def analyse_table(table: Any, sub_via: Sequence[str], facts: Mapping[str, Any], *,
+                  time_limit_s: float = 30.0) -> tuple[dict[str, Any], dict[str, Any],
+                                                       dict[str, Any], dict[str, Any]]:
+    """One run's check row (`check_row` of `check_table`), its fault windows (`fault_rows`),
+    its paired client ops (`op_rows`) and its unseen decay after the last heal
+    (`unseen_decay_columns`) as columns, from one read of its history file.
+    Equal to `check_run`, `fault_rows` and `op_rows` on the decoded history; only the
+    nemesis events are decoded to `Op`s here (and the whole history only when the reference
+    checker must run)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    from harness.checkers.stats import fault_windows
+
+    checked, cols = check_table(table, sub_via, time_limit_s=time_limit_s)
+    row = check_row(checked, facts)
+    nem = pc.and_(pc.is_null(table.column("process")),
+                  pc.equal(table.column("process_name"), NEMESIS))
+    history = ops_of_table(table.filter(nem))
+    if table.num_rows:  # fault_windows ends an open window at the history's last event
+        history.append(Op(-1, int(table.column("time_ns")[-1].as_py()), 0, OK, "", None))
+    ws = fault_windows(history)
+    pairs = _client_pairs(table)
+    ok = pairs["type"] == OK
+    t0_ok, done_ok = pairs["invoke_ns"][ok], pairs["done_ns"][ok]
+    o = np.argsort(t0_ok, kind="stable")
+    t0_sorted = t0_ok[o]
+    first_done = np.minimum.accumulate(done_ok[o][::-1])[::-1] if len(o) else done_ok
+    win: dict[str, list[Any]] = {"window": [], "fault": [], "start_ns": [], "end_ns": [],
+                                 "recover_s": []}
+    for i, w in enumerate(ws):
+        end = int(w["end_ns"])
+        at = int(np.searchsorted(t0_sorted, end, side="left"))
+        win["window"].append(i)
+        win["fault"].append(fault_kind(str(w["f"])))
+        win["start_ns"].append(int(w["start_ns"]))
+        win["end_ns"].append(end)
+        win["recover_s"].append((int(first_done[at]) - end) / 1e9 if at < len(o) else None)
+    t0 = pairs["invoke_ns"]
+    kinds = sorted(set(win["fault"]))
+    n = len(t0)
+    parts: list[tuple[Any, Any]] = []  # (pair positions, kind rank)
+    any_fault = np.zeros(n, dtype=bool)
+    for rank, k in enumerate(kinds):
+        m = np.zeros(n, dtype=bool)
+        for s, e, kk in zip(win["start_ns"], win["end_ns"], win["fault"], strict=True):
+            if kk == k:
+                m |= (t0 >= s) & (t0 < e)
+        any_fault |= m
+        parts.append((np.nonzero(m)[0], rank))
+    parts.append((np.nonzero(~any_fault)[0], len(kinds)))
+    pos = np.concatenate([p for p, _ in parts]) if parts else np.zeros(0, np.int64)
+    rank_of = np.concatenate([np.full(len(p), r) for p, r in parts])
+    sel = np.lexsort((rank_of, pos))
+    pos, rank_of = pos[sel], rank_of[sel]
+    names = np.array([*kinds, QUIET], dtype=object)
+    lat = {"f": pairs["f"][pos], "type": pairs["type"][pos], "invoke_ns": t0[pos],
+           "latency_ms": (pairs["done_ns"][pos] - t0[pos]) / 1e6, "fault": names[rank_of]}
+    if table.num_rows:
+        t_all = table.column("time_ns")
+        start, end = int(t_all[0].as_py()), int(t_all[-1].as_py())
+        heal = max(win["end_ns"], default=start)
+        if cols is not None:
+            xs, ys = unseen_decay_columns(cols, heal, end)
+        else:
+            xs, ys = unseen_decay_ops(ops_of_table(table), heal, end)
+    else:
+        xs, ys = [], []
+    return row, win, lat, {"after_heal_s": xs, "unseen": ys}

@@ -517,10 +517,14 @@ def _flat(table: Any, name: str) -> tuple[I64, Any]:
 def from_arrow_file(path: str | os.PathLike[str]) -> QueueColumns:
     """Columns of a Parquet/Arrow history: vectorised from the side columns if the file has
     them (`write_columnar`), else through the JSON `value` strings (one pass)."""
+    return from_arrow_table(_read_table(path))
+
+
+def from_arrow_table(table: Any) -> QueueColumns:
+    """`from_arrow_file` of a table already read (schema metadata kept)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    table = _read_table(path)
     meta = table.schema.metadata or {}
     if meta.get(COLUMNAR_VERSION_KEY) != b"1" or not all(
             c in table.column_names for c in SIDE_COLUMNS):

@@ -30,9 +30,9 @@ Validity values are Jepsen's: `True`, `False` or `"unknown"`; `merge_valid` comb
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from harness.checkers.cycles import CYCLE_ANOMALIES, CycleOptions
 
@@ -163,3 +163,27 @@ def merge_valid(values: Iterable[Validity]) -> Validity:
         elif v is not True:
             raise ValueError(f"validity must be True, False or 'unknown', not {v!r}")
     return out
+
+
+def run_verdict(checked: Mapping[str, Any], facts: Mapping[str, Any]) -> tuple[str, list[str]]:
+    """A campaign run's verdict — "valid", "invalid" or "unknown" — and its bad types, from
+    `harness.checkers.check`'s result and the run's recorded facts: `error` (the run broke:
+    unknown), live invariant `probes`, and whether the final reads completed (`workload`).
+
+    The one rule: the campaign writes it into results.json, `hiwater analyze` applies it again
+    to its own check of the history. Bad: the queue policy's bad types, `nonlinearizable`,
+    `live-invariant`; any bad type makes the run invalid; else an unknown check or incomplete
+    final reads make it unknown."""
+    if "error" in facts:
+        return "unknown", []
+    bad = list((checked.get("queue") or {}).get("bad_anomaly_types", []))
+    if not (checked.get("linearizable") or {"valid?": True})["valid?"]:
+        bad.append("nonlinearizable")
+    if not (facts.get("probes") or {}).get("valid?", True):
+        bad.append("live-invariant")
+    if bad:
+        return "invalid", bad
+    incomplete = (facts.get("workload") or {}).get("final_complete") is False
+    if checked["valid?"] == "unknown" or incomplete:
+        return "unknown", bad
+    return "valid", bad

@@ -176,6 +176,23 @@ def test_aggregates_equal_pandas(analysed: tuple[Analysis, Path, dict[str, Path]
     bt["rate"] = bt["runs_with"] / bt["runs"]
     _close(bt, _read(aggs / "by_type"), ["config", "type"])
 
+    un = _read(out / "tables" / "unseen").merge(v[["run_id", "config"]], on="run_id")
+    assert len(un) and set(un["run_id"]) == set(v["run_id"])
+    ud = un.groupby(["config", "after_heal_s"]).agg(
+        runs=("run_id", "size"), mean_unseen=("unseen", "mean"), max_unseen=("unseen", "max"),
+        runs_zero=("unseen", lambda x: int((x == 0).sum()))).reset_index()
+    _close(ud, _read(aggs / "unseen_decay"), ["config", "after_heal_s"])
+
+    an2 = _read(out / "tables" / "anomalies").merge(v[["run_id", "config", "seed"]],
+                                                   on="run_id")
+    ns = v.groupby(["config", "seed"]).size().rename("runs").reset_index()
+    sd = an2.groupby(["type", "config", "seed"]).agg(runs_with=("run_id", "nunique"),
+                                                     bad=("bad", "max")).reset_index()
+    sd = sd.merge(ns, on=["config", "seed"])
+    sd["rate"] = sd["runs_with"] / sd["runs"]
+    _close(sd, _read(aggs / "seeds"), ["type", "config", "seed"])
+    assert {"lost_write", "unseen"} <= set(sd["type"])
+
 
 def test_page(analysed: tuple[Analysis, Path, dict[str, Path]]) -> None:
     from harness.analysis.page import render
@@ -183,6 +200,8 @@ def test_page(analysed: tuple[Analysis, Path, dict[str, Path]]) -> None:
     res, out, _where = analysed
     html = render(out, res.problems, res.mismatches).read_text()
     assert "configuration × fault kind" in html and "Plotly" in html
+    assert "Unseen decay after the last heal" in html
+    assert "Which seeds reproduce which anomaly" in html
     assert "report.html" in html  # links to each run's report
     assert "<script src=" not in html  # self-contained
 

@@ -12,10 +12,12 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
 
+from harness.analysis.pipeline import analyze
 from harness.analysis.spark import find_java_home
 from harness.analysis.synth import make_store
 
@@ -91,19 +93,22 @@ def _table(out: Path, name: str) -> pd.DataFrame:
     return df.sort_values(list(df.columns)).reset_index(drop=True)
 
 
-def test_standalone_cluster_gives_the_local_tables(cluster: str, tmp_path: Path) -> None:
+def test_standalone_cluster_gives_the_local_tables(cluster: str, spark: Any,
+                                                   tmp_path: Path) -> None:
     store = tmp_path / "store"
     make_store(store, 6, 400)
-    outs = {}
-    for master in (cluster, "local[2]"):
-        out = tmp_path / ("out-cluster" if master == cluster else "out-local")
-        p = subprocess.run([str(Path(sys.executable).parent / "hiwater"), "analyze", str(store),
-                            "--master", master, "--out", str(out)],
-                           capture_output=True, text=True, timeout=1500)
-        assert p.returncode == 0, p.stderr[-2000:]
-        outs[master] = out
+    # the cluster: `hiwater analyze` in its own process (one SparkContext per process);
+    # local[2]: the test session's own (no second JVM to start)
+    out_cluster, out_local = tmp_path / "out-cluster", tmp_path / "out-local"
+    p = subprocess.run([str(Path(sys.executable).parent / "hiwater"), "analyze", str(store),
+                        "--master", cluster, "--out", str(out_cluster)],
+                       capture_output=True, text=True, timeout=1500)
+    assert p.returncode == 0, p.stderr[-2000:]
+    res = analyze([store], out_local, spark)
+    assert res.exit_code == 0 and res.runs == 6
     for name in ("tables/runs", "tables/checks", "tables/anomalies", "tables/faults",
-                 "tables/op_latency", "tables/ops", "aggregates/matrix", "aggregates/latency",
-                 "aggregates/by_dimension", "aggregates/recovery"):
-        a, b = _table(outs[cluster], name), _table(outs["local[2]"], name)
+                 "tables/op_latency", "tables/ops", "tables/unseen", "aggregates/matrix",
+                 "aggregates/latency", "aggregates/by_dimension", "aggregates/recovery",
+                 "aggregates/unseen_decay", "aggregates/seeds"):
+        a, b = _table(out_cluster, name), _table(out_local, name)
         pd.testing.assert_frame_equal(a, b, check_dtype=False)
