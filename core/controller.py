@@ -20,6 +20,7 @@ from core.messages import (
     UpdateMetadataRequest,
 )
 from core.rules.election import controlled_shutdown_leader, offline_leader, preferred_leader
+from core.timers import LeaderImbalanceTimer
 from core.types import (
     NO_LEADER,
     Errors,
@@ -32,8 +33,10 @@ from core.types import (
 
 Effects = list[fx.Effect]
 
-REBALANCE_TIMER: tuple[object, ...] = ("rebalance",)
 
+def _imbalance_check(cfg: ProtocolConfig) -> fx.SetTimer:
+    """Arm the next auto leader rebalance check."""
+    return fx.SetTimer(LeaderImbalanceTimer(), cfg.leader_imbalance_check_interval_seconds * 1000)
 
 class PartitionContext(NamedTuple):
     tp: TopicPartition
@@ -250,7 +253,7 @@ def on_elected(
     c, e = _reconcile_all(c, cfg)
     out += e
     if cfg.auto_leader_rebalance_enable:
-        out.append(fx.SetTimer(REBALANCE_TIMER, cfg.leader_imbalance_check_interval_seconds * 1000))
+        out.append(_imbalance_check(cfg))
     return c, out
 
 
@@ -403,7 +406,7 @@ def on_rebalance_timer(
         preferred = preferred_leader(ctx.assignment, s.isr, live)
         if preferred:
             out += _write(c, ctx, preferred[0], s.isr, cfg)
-    out.append(fx.SetTimer(REBALANCE_TIMER, cfg.leader_imbalance_check_interval_seconds * 1000))
+    out.append(_imbalance_check(cfg))
     return c, out
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from core.config import DEFAULT_TOPIC_CONFIG, TopicConfig
 from core.messages import Message
+from core.timers import TimerKey
 from core.types import LeaderIsr, LiveBroker, TopicPartition
 
 
@@ -114,7 +115,7 @@ class MessageReceived:
 
 @dataclass(frozen=True, slots=True)
 class TimerFired:
-    key: tuple[object, ...]
+    key: TimerKey
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ controller) the controller role. `step` is the only way to change it."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import NamedTuple, assert_never
 
 from core import controller as ctl
 from core import effects as fx
@@ -24,6 +24,14 @@ from core.messages import (
 )
 from core.producer import ProducerTable
 from core.rules.epochs import EpochEntry
+from core.timers import (
+    FetchTimeoutTimer,
+    FetchTimer,
+    LeaderImbalanceTimer,
+    ProduceTimeoutTimer,
+    ReplicaLagTimer,
+    TimerKey,
+)
 from core.types import (
     NO_BROKER_EPOCH,
     NO_LEADER,
@@ -296,31 +304,28 @@ def _on_partition_written(
 
 
 def _on_timer(
-    state: BrokerState, key: tuple[object, ...], cfg: ProtocolConfig
+    state: BrokerState, key: TimerKey, cfg: ProtocolConfig
 ) -> tuple[BrokerState, Effects]:
-    kind = key[0]
-    if kind == "rebalance":
+    if isinstance(key, LeaderImbalanceTimer):
         if state.controller is None:
             return state, []
         c, out = ctl.on_rebalance_timer(state.controller, cfg)
         return state._replace(controller=c), out
-    tp = key[1]
-    if not isinstance(tp, TopicPartition):
-        return state, []
-    r = replica(state, tp)
+    r = replica(state, key.tp)
     if r is None:
         return state, []
-    cfg = partition_config(state, tp)
-    if kind == "fetch":
-        r, out = rep.on_fetch_timer(r, cfg)
-    elif kind == "fetch_timeout":
-        r, out = rep.on_fetch_timeout(r, cfg)
-    elif kind == "lag" and isinstance(key[2], int):
-        r, out = rep.on_lag_timer(r, key[2], cfg)
-    elif kind == "produce_timeout" and isinstance(key[2], int):
-        r, out = rep.on_produce_timeout(r, key[2])
-    else:
-        return state, []
+    pcfg = partition_config(state, key.tp)
+    match key:
+        case FetchTimer():
+            r, out = rep.on_fetch_timer(r, pcfg)
+        case FetchTimeoutTimer():
+            r, out = rep.on_fetch_timeout(r, pcfg)
+        case ReplicaLagTimer(follower=follower):
+            r, out = rep.on_lag_timer(r, follower, pcfg)
+        case ProduceTimeoutTimer(request_id=request_id):
+            r, out = rep.on_produce_timeout(r, request_id)
+        case _:
+            assert_never(key)
     return _put(state, r), out
 
 

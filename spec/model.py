@@ -30,6 +30,7 @@ from core.messages import (
 from core.node import BrokerState, DurableReplica, init, recover, step
 from core.replica import ReplicaState
 from core.rules.epochs import truncate_epochs
+from core.timers import LeaderImbalanceTimer, ProduceTimeoutTimer, TimerKey
 from core.types import NO_LEADER, LeaderIsr, LiveBroker, Role
 from spec.world import TP, Disk, Ghost, InFlight, Node, PendingWrite, Record, World, Zk
 
@@ -38,7 +39,7 @@ Action = tuple[object, ...]
 # Timers the model never fires: a produce timeout only turns a pending request into an error
 # reply. The auto-rebalance timer fires only when `Bounds.rebalance` is on: it elects the
 # preferred (first assigned) replica, which makes the model asymmetric in broker ids.
-_QUIET_TIMERS = ("produce_timeout",)
+_QUIET_TIMERS = (ProduceTimeoutTimer,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +103,7 @@ class _Builder:
         self.nodes = w.nodes
         self.states = [n.state for n in w.nodes]
         self.disks = [n.disk for n in w.nodes]
-        self.timers: list[set[tuple[object, ...]] | None] = [None] * len(w.nodes)
+        self.timers: list[set[TimerKey] | None] = [None] * len(w.nodes)
         self.inboxes = [n.inbox for n in w.nodes]
         self.zk = w.zk
         self.network = list(w.network)
@@ -125,7 +126,7 @@ class _Builder:
     def alive(self, i: int) -> bool:
         return self.states[i] is not None
 
-    def timer_set(self, i: int) -> set[tuple[object, ...]]:
+    def timer_set(self, i: int) -> set[TimerKey]:
         t = self.timers[i]
         if t is None:
             t = self.timers[i] = set(self.nodes[i].timers)
@@ -365,7 +366,8 @@ class Model:
             if not node.alive:
                 continue
             for key in sorted(node.timers, key=repr):
-                if key[0] in _QUIET_TIMERS or (key[0] == "rebalance" and not b.rebalance):
+                if isinstance(key, _QUIET_TIMERS) or (
+                        isinstance(key, LeaderImbalanceTimer) and not b.rebalance):
                     continue
                 out += self._act(w, ("timer", i, repr(key)), i, ev.TimerFired(key),
                                  disarm=key)
@@ -530,7 +532,7 @@ class Model:
         node: int,
         event: ev.Event,
         pop_inbox: bool = False,
-        disarm: tuple[object, ...] | None = None,
+        disarm: TimerKey | None = None,
     ) -> list[tuple[Action, World]]:
         bld = _Builder(w)
         if pop_inbox:

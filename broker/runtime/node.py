@@ -48,6 +48,7 @@ from core.messages import (
 from core.node import BrokerState, DurableReplica, recover, replica, step
 from core.producer import ProducerTable, record_batch
 from core.rules.epochs import EpochEntry
+from core.timers import TimerKey
 from core.types import InvariantBroken, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -168,7 +169,7 @@ class Node:
         self.now_ms = now_ms or (lambda: int(time.time() * 1000))
         self.replies = ReplyWaiters()
         self.responses = ReplyWaiters()  # inbound inter-broker requests: (src, kind, tp)
-        self._timers: dict[tuple[object, ...], asyncio.Handle] = {}
+        self._timers: dict[TimerKey, asyncio.Handle] = {}
         self._queue: collections.deque[ev.Event] = collections.deque()
         self._busy = False
         self._change: dict[TopicPartition, list[asyncio.Future[None]]] = {}
@@ -323,7 +324,7 @@ class Node:
             case _:
                 raise NodeError(f"unknown effect {e!r}")
 
-    def _fire(self, key: tuple[object, ...]) -> None:
+    def _fire(self, key: TimerKey) -> None:
         self._timers.pop(key, None)
         self.handle(ev.TimerFired(key))
 

@@ -51,7 +51,7 @@ from core.messages import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-from core.replica import fetch_timeout_timer
+from core.timers import FetchTimeoutTimer
 from core.types import Errors, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -224,7 +224,7 @@ class Fetcher:
             with contextlib.suppress(PeerError):
                 await self.lookup(self.leader, True)  # refresh the endpoint next time
             for tp in batch:
-                self.node.handle(ev.TimerFired(fetch_timeout_timer(tp)))
+                self.node.handle(ev.TimerFired(FetchTimeoutTimer(tp)))
 
     async def _offsets_for_leader_epoch(
         self, target: Endpoint, batch: dict[TopicPartition, OffsetForLeaderEpochRequest]

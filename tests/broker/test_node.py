@@ -14,6 +14,7 @@ from broker.store.manager import LogManager
 from core import events as ev
 from core.config import ProtocolConfig
 from core.messages import FetchRequest, LeaderAndIsrRequest
+from core.timers import FetchTimer
 from core.types import Errors, PartitionInfo, Role, TopicPartition
 
 TP = TopicPartition("t", 0)
@@ -124,7 +125,7 @@ def test_store_disagreeing_with_the_core_halts_the_node(tmp_path: Path) -> None:
         # the record count the core is told does not match the batch: a local impossibility
         produce(node, batch(3), 0, 2)
         assert failures and node.failed is not None
-        node.handle(ev.TimerFired(("fetch", TP)))  # ignored once halted
+        node.handle(ev.TimerFired(FetchTimer(TP)))  # ignored once halted
         node.close()
 
     asyncio.run(go())
