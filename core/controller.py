@@ -431,7 +431,8 @@ def on_controlled_shutdown(
     """Move leadership off a broker that asks to shut down, and take it out of ISRs."""
     b = req.broker_id
     if req.broker_epoch != _broker_epoch(c, b):
-        return c, [fx.Send(b, ControlledShutdownResponse(Errors.STALE_BROKER_EPOCH, ()))]
+        stale = ControlledShutdownResponse(Errors.STALE_BROKER_EPOCH, (), req.request_id)
+        return c, [fx.Send(b, stale)]
     if b not in c.shutting_down:
         c = c._replace(shutting_down=tuple(sorted((*c.shutting_down, b))))
     out: Effects = []
@@ -458,5 +459,6 @@ def on_controlled_shutdown(
             c.broker_id, c.controller_epoch, _broker_epoch(c, b), tuple(followed), False
         )
         out.append(fx.Send(b, stop))
-    out.append(fx.Send(b, ControlledShutdownResponse(Errors.NONE, tuple(remaining))))
+    done = ControlledShutdownResponse(Errors.NONE, tuple(remaining), req.request_id)
+    out.append(fx.Send(b, done))
     return c, out

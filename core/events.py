@@ -114,6 +114,16 @@ class MessageReceived:
 
 
 @dataclass(frozen=True, slots=True)
+class SendFailed:
+    """A message this broker sent to `dst` (with its request id) was not delivered, or its
+    response never arrived: the connection failed or `dst` is not reachable. Control requests
+    are retried by the driver until `dst` leaves the cluster, so this reports their end."""
+
+    dst: int
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
 class TimerFired:
     key: TimerKey
 
@@ -183,6 +193,7 @@ Event = (
     | PartitionStateWritten
     | TopicConfigChanged
     | MessageReceived
+    | SendFailed
     | TimerFired
     | Chosen
     | ProduceReceived

@@ -17,6 +17,7 @@ from core.messages import (
     FetchRequest,
     FetchResponse,
     LeaderAndIsrRequest,
+    Message,
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
     StopReplicaRequest,
@@ -201,6 +202,8 @@ def step(state: BrokerState, event: ev.Event) -> tuple[BrokerState, Effects]:
             return _on_timer(state, key, cfg)
         case ev.MessageReceived(src=src, message=msg):
             return _on_message(state, src, msg, cfg)
+        case ev.SendFailed(message=msg):
+            return _on_send_failed(state, msg)
         case ev.ProduceReceived():
             r = replica(state, event.tp)
             if r is None:
@@ -327,6 +330,15 @@ def _on_timer(
         case _:
             assert_never(key)
     return _put(state, r), out
+
+
+def _on_send_failed(state: BrokerState, msg: Message) -> tuple[BrokerState, Effects]:
+    """Only a follower's fetch waits for an answer; the controller learns that a broker is
+    gone from ZooKeeper, and a broker shutting down bounds its own wait for the controller."""
+    match msg:
+        case FetchRequest() | OffsetForLeaderEpochRequest():
+            return _with_replica(state, msg.tp, lambda r, c: rep.on_send_failed(r, msg, c))
+    return state, []
 
 
 def _control_request_ok(

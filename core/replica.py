@@ -311,6 +311,18 @@ def on_fetch_timeout(rs: ReplicaState, cfg: ProtocolConfig) -> tuple[ReplicaStat
     ]
 
 
+def on_send_failed(
+    rs: ReplicaState, req: FetchRequest | OffsetForLeaderEpochRequest, cfg: ProtocolConfig
+) -> tuple[ReplicaState, Effects]:
+    """The request in flight never reached the leader, or its answer never came back (the
+    connection failed): as a timeout, but now. A failure of an earlier request (another
+    leader epoch) is not ours: the request in flight keeps its timeout."""
+    if not _answer_for_us(rs, req.current_leader_epoch):
+        return rs, []
+    rs, out = on_fetch_timeout(rs, cfg)
+    return rs, [fx.CancelTimer(FetchTimeoutTimer(rs.tp)), *out]
+
+
 def _answer_for_us(rs: ReplicaState, current_leader_epoch: int) -> bool:
     return (
         rs.role == Role.FOLLOWER
@@ -419,6 +431,7 @@ def on_offset_for_leader_epoch_request(
         requested_epoch=req.leader_epoch,
         leader_epoch=epoch,
         end_offset=end,
+        request_id=req.request_id,
     )
     return rs, [fx.Send(req.replica_id, resp)]
 
@@ -464,6 +477,7 @@ def on_fetch_request(
         log_start_offset=rs.log_start_offset,
         end_offset=end,
         diverging=diverging,
+        request_id=req.request_id,
     )
     out.append(fx.Send(req.replica_id, resp))
     return rs, out

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 from dataclasses import dataclass
+from typing import assert_never
 
 from core import effects as fx
 from core import events as ev
@@ -647,9 +648,12 @@ class Model:
                     self._zk_write(bld, i, e, queue)
             case fx.ZkNotifyIsrChange():
                 self._notify_controller_isr(bld, queue)
+            case fx.ConsumerFetchReply() | fx.DeletePartition():
+                pass  # no model consequence: consumers are not modelled, one partition stays
+            case fx.ZkDeleteTopic() | fx.Choose():  # no topic deletion; _effects branches
+                raise ValueError(f"the model cannot apply {e!r}")
             case _:
-                # Replies to consumers and ListOffsets, DeletePartition: no model consequence.
-                pass
+                assert_never(e)
 
     # ----------------------------------------------------------------------------------
     # network

@@ -396,7 +396,7 @@ class Apis:
                 msg = FetchRequest(follower, tp, int(p.fetch_offset),
                                    int(getattr(p, "current_leader_epoch", -1)),
                                    int(getattr(p, "last_fetched_epoch", -1)))
-                resp = self._ask(follower, msg, "FetchResponse")
+                resp = self._ask(follower, msg)
                 part, n = self._replica_part(tp, p, resp, size, int(body.max_bytes))
                 parts.append((tp, part))
                 size += n
@@ -407,13 +407,16 @@ class Apis:
             await self.node.wait_for_change([tp for tp, _ in wanted], left)
         return Response(self._fetch_frame(req, parts, 0))
 
-    def _ask(self, src: int, msg: Any, kind: str) -> Any:
-        fut = self.node.responses.expect((src, kind, msg.tp))
+    def _ask(self, src: int, msg: FetchRequest | OffsetForLeaderEpochRequest) -> Any:
+        """The core's response to a follower's request, matched by the request id given
+        here; None when the core sent none (a partition we do not host)."""
+        msg = dataclasses.replace(msg, request_id=self.node.new_request_id())
+        fut = self.node.responses.expect(msg.request_id)
         self.node.handle(ev.MessageReceived(src, msg))
         if fut.done():
             return fut.result()
-        self.node.responses.forget((src, kind, msg.tp), fut)
-        return None  # the core ignored it (a partition we do not host)
+        self.node.responses.forget(msg.request_id, fut)
+        return None
 
     def _replica_part(self, tp: TopicPartition, p: Any, resp: FetchResponse | None, size: int,
                       max_bytes: int) -> tuple[FetchPartitionResponse, int]:
@@ -486,8 +489,7 @@ class Apis:
                 msg = OffsetForLeaderEpochRequest(
                     src, tp, int(getattr(p, "current_leader_epoch", UNDEFINED_EPOCH)),
                     int(p.leader_epoch))
-                resp: OffsetForLeaderEpochResponse | None = self._ask(
-                    src, msg, "OffsetForLeaderEpochResponse")
+                resp: OffsetForLeaderEpochResponse | None = self._ask(src, msg)
                 if resp is None:
                     parts.append({"error_code": _code(3), "partition": tp.partition,
                                   "leader_epoch": -1, "end_offset": -1})

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -168,7 +169,7 @@ class Node:
         self.topic_config = topic_config
         self.now_ms = now_ms or (lambda: int(time.time() * 1000))
         self.replies = ReplyWaiters()
-        self.responses = ReplyWaiters()  # inbound inter-broker requests: (src, kind, tp)
+        self.responses = ReplyWaiters()  # inbound inter-broker requests, by request id
         self._timers: dict[TimerKey, asyncio.Handle] = {}
         self._queue: collections.deque[ev.Event] = collections.deque()
         self._busy = False
@@ -330,14 +331,13 @@ class Node:
 
     def _send(self, dst: int, msg: Message) -> None:
         if isinstance(msg, RESPONSES):
-            kind = type(msg).__name__
-            tp = getattr(msg, "tp", None)
-            self.responses.resolve((dst, kind, tp), msg)
+            # the answer to a request a server read off the wire and numbered
+            self.responses.resolve(msg.request_id, msg)
             return
         if dst == self.broker_id:
             self.handle(ev.MessageReceived(self.broker_id, msg))
             return
-        self.send_to_peer(dst, msg)
+        self.send_to_peer(dst, dataclasses.replace(msg, request_id=self.new_request_id()))
 
     def log(self, tp: TopicPartition) -> Log:
         lg = self.logs.get_log(tp.topic, tp.partition)

@@ -5,11 +5,11 @@
   coalesced into one Kafka Fetch (v12, with `replica_id`) or OffsetForLeaderEpoch (v4)
   request per round, as Kafka's fetcher batches its partitions. The leader holds the fetch up
   to `replica.fetch.wait.max.ms` when it has nothing new. Responses become
-  `MessageReceived` events; a request that fails on the network is reported to the core as
-  its fetch timeout firing now (the core then backs off `replica.fetch.backoff.ms`).
+  `MessageReceived` events carrying the request's id; a request that fails on the network is
+  reported to the core as `SendFailed` (the core then backs off `replica.fetch.backoff.ms`).
 - `ControlChannel` (one per destination, Kafka's ControllerChannelManager): LeaderAndIsr,
   UpdateMetadata, StopReplica and ControlledShutdown in order, each retried until it is
-  answered or its destination leaves the cluster.
+  answered or its destination leaves the cluster (then it is reported as `SendFailed`).
 
 Outgoing connections bind to this broker's own address, so a nemesis can cut a pair of
 127.0.0.x hosts with source/destination rules. Every queue is bounded.
@@ -51,7 +51,6 @@ from core.messages import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-from core.timers import FetchTimeoutTimer
 from core.types import Errors, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -223,8 +222,8 @@ class Fetcher:
             log.info("broker %d: fetch from %d failed: %s", self.node.broker_id, self.leader, e)
             with contextlib.suppress(PeerError):
                 await self.lookup(self.leader, True)  # refresh the endpoint next time
-            for tp in batch:
-                self.node.handle(ev.TimerFired(FetchTimeoutTimer(tp)))
+            for m in batch.values():
+                self.node.handle(ev.SendFailed(self.leader, m))
 
     async def _offsets_for_leader_epoch(
         self, target: Endpoint, batch: dict[TopicPartition, OffsetForLeaderEpochRequest]
@@ -253,7 +252,8 @@ class Fetcher:
                 self.node.handle(ev.MessageReceived(self.leader, OffsetForLeaderEpochResponse(
                     tp=tp, error=_error(int(p.error_code.value)),
                     current_leader_epoch=m.current_leader_epoch, requested_epoch=m.leader_epoch,
-                    leader_epoch=int(p.leader_epoch), end_offset=int(p.end_offset))))
+                    leader_epoch=int(p.leader_epoch), end_offset=int(p.end_offset),
+                    request_id=m.request_id)))
 
     async def _fetch(self, target: Endpoint, batch: dict[TopicPartition, FetchRequest]) -> None:
         by_topic: dict[str, list[Any]] = {}
@@ -329,6 +329,7 @@ def _fetch_response(m: FetchRequest, p: Any) -> FetchResponse:
         log_start_offset=int(p.log_start_offset),
         end_offset=batches[-1].last_offset + 1 if batches else m.fetch_offset,
         diverging=diverging, batches=tuple(batches), records=records[:pos] if batches else None,
+        request_id=m.request_id,
     )
 
 
@@ -411,6 +412,7 @@ class ControlChannel:
                 misses += 1
                 if misses > CONTROL_RETRIES_UNREGISTERED:
                     log.info("broker %d left: dropping %s", self.dst, type(msg).__name__)
+                    self.node.handle(ev.SendFailed(self.dst, msg))
                     return
             else:
                 try:
@@ -418,7 +420,7 @@ class ControlChannel:
                     api_key, frame = self._frame(msg, cid)
                     self.attempts += 1
                     payload = await self.conn.request(target, frame, timeout)
-                    self._answered(api_key, payload)
+                    self._answered(msg, api_key, payload)
                     return
                 except PeerError as e:  # the connection is closed: resend on a new one
                     misses += 1
@@ -427,14 +429,15 @@ class ControlChannel:
             await asyncio.sleep(delay)
             delay = min(delay * 2, CONTROL_BACKOFF_S[1])
 
-    def _answered(self, api_key: int, payload: bytes) -> None:
+    def _answered(self, request: Message, api_key: int, payload: bytes) -> None:
         if api_key != 7:
             return  # the core does not wait for LeaderAndIsr/UpdateMetadata/StopReplica acks
         resp = ib.decode_interbroker_response(payload, api_key)
         if isinstance(resp, ib.InterbrokerResponse):
             msg = resp.controlled_shutdown()
             if isinstance(msg, ControlledShutdownResponse):
-                self.node.handle(ev.MessageReceived(self.dst, msg))
+                answer = dataclasses.replace(msg, request_id=request.request_id)
+                self.node.handle(ev.MessageReceived(self.dst, answer))
 
 
 class Peers:

@@ -618,13 +618,13 @@ class Broker:
                             self.broker_id, msg.controller_id, e)
                 raise
         if isinstance(msg, ControlledShutdownRequest):
-            fut = self.node.responses.expect((msg.broker_id, "ControlledShutdownResponse", None))
+            msg = dataclasses.replace(msg, request_id=self.node.new_request_id())
+            fut = self.node.responses.expect(msg.request_id)
             self.node.handle(ev.MessageReceived(msg.broker_id, msg))
             try:
                 resp = await asyncio.wait_for(fut, CONTROLLED_SHUTDOWN_TIMEOUT_S)
             except TimeoutError:
-                self.node.responses.forget((msg.broker_id, "ControlledShutdownResponse", None),
-                                           fut)
+                self.node.responses.forget(msg.request_id, fut)
                 return ib.encode_interbroker_response(cid, api_key, 15)  # not controller
             return ib.encode_controlled_shutdown_response(resp, cid)
         assert isinstance(msg, LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest)

@@ -1,13 +1,18 @@
-"""Timer keys are typed in the model's actions, and traces saved with the old string-tuple
-timer keys still load."""
+"""The model's interpreter treats effects as the broker's does (an unknown one is an error),
+timer keys are typed in its actions, and traces saved with the old string-tuple timer keys
+still load."""
 
 from __future__ import annotations
 
 import json
+from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from core import effects as fx
+from core import events as ev
 from core.config import ProtocolConfig
 from core.timers import (
     FetchTimeoutTimer,
@@ -18,11 +23,27 @@ from core.timers import (
 )
 from core.types import TopicPartition
 from spec.checker import replay
-from spec.model import Bounds, Model
+from spec.model import Bounds, Model, _Builder
 from spec.trace import _legacy_timer_label, describe_action, load, save
 
 TRACES = Path(__file__).parent / "traces"
 TP = TopicPartition("t", 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Unknown:
+    """An effect type the interpreters were never taught."""
+
+
+def test_an_unknown_effect_is_an_error_in_the_model() -> None:
+    model = Model(ProtocolConfig(), Bounds())
+    bld = _Builder(model.initial())
+    queue: deque[tuple[int, ev.Event]] = deque()
+    with pytest.raises(AssertionError):
+        model._apply(bld, 0, Unknown(), queue)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="cannot apply"):
+        model._apply(bld, 0, fx.ZkDeleteTopic("t"), queue)
+    model._apply(bld, 0, fx.DeletePartition(TP), queue)  # known, no model consequence
 
 
 @pytest.mark.parametrize(("old", "new"), [
