@@ -37,13 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.history import JsonlWriter, read_jsonl
+from harness.probe import LiveProbe
 from harness.runtime.base import Runtime
-from harness.topic_settings import TopicSettings, sample_cluster
+from harness.topic_settings import sample_cluster
 
 log = logging.getLogger(__name__)
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_ERROR = 0, 1, 2, 3
-PROBE_INTERVAL_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -165,91 +165,6 @@ def new_run_dir(store: Path, name: str, now: datetime.datetime | None = None) ->
         tmp.symlink_to(os.path.relpath(d, link.parent))
         tmp.replace(link)
     return d
-
-
-# ---------------------------------------------------------------------------------------
-# live invariant probes
-
-
-class LiveProbe(threading.Thread):
-    """Samples `/replicas` of every broker and checks what a live cluster can show of
-    `spec.invariants` (a sample is one broker at one time, so only per-broker facts and
-    facts that must hold across any two samples are checked):
-
-    - high_watermark_le_log_end: HW <= LEO on every replica;
-    - log_end_matches_disk: the core's LEO equals the store's;
-    - leader_epoch_monotonic / controller_epoch_monotonic: per broker, across samples of the
-      same process (a restart starts over, as in Kafka: the broker relearns them);
-    - single_leader_per_epoch: two brokers never claim leadership of a partition in the same
-      leader epoch (across all samples of the run).
-    """
-
-    def __init__(self, runtime: Runtime | None, stop: threading.Event) -> None:
-        super().__init__(name="live-probe", daemon=True)
-        self.runtime = runtime
-        self.stop_event = stop
-        self.samples = 0
-        self.violations: list[dict[str, Any]] = []
-        self._leaders: dict[tuple[str, int, int], int] = {}
-        self._last: dict[tuple[str, int], tuple[int, int]] = {}  # (node, pid) -> epochs
-        self._last_replica: dict[tuple[str, int, str, int], int] = {}
-        # the replication settings the leaders reported, per topic (results: topic_settings)
-        self.settings = TopicSettings(lambda t: not t.startswith("__"))
-
-    def _violate(self, name: str, **detail: Any) -> None:
-        if len(self.violations) < 1000:
-            self.violations.append({"invariant": name, **detail})
-
-    def check(self, node: str, s: Mapping[str, Any]) -> None:
-        self.settings.add(s)
-        pid = int(s.get("pid", 0))
-        key = (node, pid)
-        cepoch = int(s["controller_epoch"])
-        prev = self._last.get(key)
-        if prev is not None and cepoch < prev[0]:
-            self._violate("controller_epoch_monotonic", node=node, was=prev[0], now=cepoch)
-        self._last[key] = (cepoch, 0)
-        for r in s["replicas"]:
-            tp = (r["topic"], int(r["partition"]))
-            if r["high_watermark"] > r["log_end_offset"]:
-                self._violate("high_watermark_le_log_end", node=node, tp=tp,
-                              hw=r["high_watermark"], leo=r["log_end_offset"])
-            store_leo = r.get("store_log_end_offset")
-            if store_leo is not None and store_leo != r["log_end_offset"]:
-                self._violate("log_end_matches_disk", node=node, tp=tp,
-                              core=r["log_end_offset"], store=store_leo)
-            rkey = (node, pid, *tp)
-            epoch = int(r["leader_epoch"])
-            last = self._last_replica.get(rkey)
-            if last is not None and epoch < last:
-                self._violate("leader_epoch_monotonic", node=node, tp=tp, was=last, now=epoch)
-            self._last_replica[rkey] = epoch
-            if r["role"] == "leader":
-                claim = (*tp, epoch)
-                me = int(s["broker_id"])
-                other = self._leaders.setdefault(claim, me)
-                if other != me:
-                    self._violate("single_leader_per_epoch", tp=tp, leader_epoch=epoch,
-                                  leaders=sorted({other, me}))
-
-    def run(self) -> None:
-        if self.runtime is None:
-            return
-        while not self.stop_event.wait(PROBE_INTERVAL_S):
-            for node in self.runtime.nodes:
-                try:
-                    s = self.runtime.replica_states(node, timeout_s=1.0)
-                except Exception:
-                    continue  # down, paused or partitioned: nothing to sample
-                self.samples += 1
-                try:
-                    self.check(node, s)
-                except (KeyError, TypeError, ValueError) as e:
-                    self._violate("probe_format", node=node, error=str(e))
-
-    def result(self) -> dict[str, Any]:
-        return {"samples": self.samples, "violations": self.violations,
-                "valid?": not self.violations}
 
 
 # ---------------------------------------------------------------------------------------
