@@ -34,16 +34,54 @@ import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from harness.history import JsonlWriter, read_jsonl
 from harness.probe import LiveProbe
 from harness.runtime.base import Runtime
 from harness.topic_settings import sample_cluster
 
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from harness.clients.logs import ClientLogs
+    from harness.history import Op
+    from harness.workloads.queue import QueueOpts, QueueRun
+    from harness.workloads.recorder import Recorder
+    from harness.workloads.register import RegisterRun
+    from nemesis.faults import Fault, LeaderOf
+    from nemesis.packages import Package
+    from nemesis.port import Cluster
+    from nemesis.runner import NemesisRunner
+    from nemesis.schedule import Step
+
 log = logging.getLogger(__name__)
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_ERROR = 0, 1, 2, 3
+
+Json = dict[str, object]  # a JSON object: options.json, results.json and their parts
+
+
+class ProgressSample(TypedDict):
+    """What the terminal's progress line is fed every half second."""
+
+    ops: int
+    counts: dict[str, int]  # completed ops by type (ok, fail, info)
+    nemesis: str | None  # the latest fault
+    remaining_s: float
+    client_errors: int
+
+
+Progress = Callable[[ProgressSample], None]
+
+
+class Victims(TypedDict, total=False):
+    """A scripted round's targets (see `_victims`)."""
+
+    X: str
+    Y: str
+    partitions: int
+    exposed: int
 
 
 @dataclass(frozen=True)
@@ -116,7 +154,7 @@ class CampaignOptions:
 
         check_options(self)  # every other value (issue #16)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> Json:
         d = dataclasses.asdict(self)
         d["store"] = str(self.store)
         d["broker_overrides"] = dict(self.broker_overrides)
@@ -177,7 +215,7 @@ class CampaignResult:
     exit_code: int
     verdict: str
     bad: list[str]
-    results: dict[str, Any]
+    results: Json
 
 
 def _runtime(opts: CampaignOptions, run_dir: Path) -> Runtime:
@@ -195,7 +233,7 @@ def _runtime(opts: CampaignOptions, run_dir: Path) -> Runtime:
     return LocalRuntime(run_dir / "cluster", opts.brokers, opts.server_properties(), opts.bugs)
 
 
-def _package(opts: CampaignOptions) -> Any:
+def _package(opts: CampaignOptions) -> Package:
     from nemesis import packages as p
 
     if opts.scenario is not None and opts.bootstrap is None:
@@ -204,7 +242,7 @@ def _package(opts: CampaignOptions) -> Any:
     if not opts.nemesis_targets:
         return p.package_for(names, opts.nemesis_interval_s, opts.rotate_period_s)
     # package_for with the node faults aimed at `nemesis_targets`
-    targeted: dict[str, Callable[..., Any]] = {
+    targeted: dict[str, Callable[..., Package]] = {
         "kill": p.kill_package, "pause": p.pause_package, "wipe": p.wipe_package,
         "lose-unflushed": p.lose_unflushed_package, "corrupt": p.corrupt_package,
         "restart": p.clean_restart_package}
@@ -251,7 +289,7 @@ SCENARIOS: dict[str, str] = {
 }
 
 
-def _victims(runtime: Runtime, prefix: str, scenario: str) -> dict[str, Any]:
+def _victims(runtime: Runtime, prefix: str, scenario: str) -> Victims:
     """{"X": node, "Y": node, "partitions": n, "exposed": m} for `scenario` (see SCENARIOS),
     from every broker's replica states: of the `prefix*` partitions led by X, n are ones where
     the round can hurt (crash-leader-then-successor: Y is the successor; -then-follower: Y a
@@ -322,11 +360,10 @@ def _victims(runtime: Runtime, prefix: str, scenario: str) -> dict[str, Any]:
     return {"X": node_name(-x), "Y": node_name(-y), "partitions": n, "exposed": m}
 
 
-def _scenario(opts: CampaignOptions) -> Any:
+def _scenario(opts: CampaignOptions) -> Package:
     from nemesis import schedule
     from nemesis.executor import execute
     from nemesis.faults import (
-        Fault,
         HealNetwork,
         KillNode,
         PartitionNetwork,
@@ -346,11 +383,14 @@ def _scenario(opts: CampaignOptions) -> Any:
         prefix = RegisterOpts().topic
     # kills of X or Y, which are chosen when the round's first kill runs
     kill = {v: KillNode((v,)) for v in ("X", "Y")}
-    picked: dict[str, Any] = {}
+    picked: list[Victims] = [{}]  # this round's targets, chosen at its first kill
 
-    def executor(fault: Any, runtime: Any, rng: random.Random, focus: Any) -> Any:
+    def executor(fault: Fault, runtime: Cluster, rng: random.Random,
+                 focus: LeaderOf | None) -> object:
         for v, k in kill.items():
             if fault == k:
+                if not isinstance(runtime, Runtime):
+                    return {"error": "scripted scenarios need a cluster runtime"}
                 if v == "X":
                     # wait (bounded) for a moment when the crash can hurt: committed records
                     # exposed (see `_victims`), else at least partitions it would hit. Alone
@@ -358,18 +398,17 @@ def _scenario(opts: CampaignOptions) -> Any:
                     # the clients yet (timed out): there, wait for a few.
                     need = 3 if scenario == "isolated-leaders-crash" else 1
                     end = time.monotonic() + 15.0
-                    picked.clear()
-                    picked.update(_victims(runtime, prefix, scenario))
-                    while picked.get("exposed", 0) < need and time.monotonic() < end:
+                    picked[0] = _victims(runtime, prefix, scenario)
+                    while picked[0].get("exposed", 0) < need and time.monotonic() < end:
                         time.sleep(0.1)
                         got = _victims(runtime, prefix, scenario)
-                        if got.get("partitions") or not picked.get("partitions"):
-                            picked.clear()
-                            picked.update(got)
-                if v not in picked:
-                    return {"error": f"no target: no {v}", "picked": dict(picked)}
-                killed = execute(KillNode((picked[v],)), runtime, rng, focus)
-                return {"picked": dict(picked),
+                        if got.get("partitions") or not picked[0].get("partitions"):
+                            picked[0] = got
+                target = picked[0].get("X") if v == "X" else picked[0].get("Y")
+                if target is None:
+                    return {"error": f"no target: no {v}", "picked": dict(picked[0])}
+                killed = execute(KillNode((target,)), runtime, rng, focus)
+                return {"picked": dict(picked[0]),
                         **(killed if isinstance(killed, dict) else {"result": killed})}
         return execute(fault, runtime, rng, focus)
 
@@ -386,7 +425,7 @@ def _scenario(opts: CampaignOptions) -> Any:
         steps = [(1.0, apart), (i, kill["X"]), (1.0, HealNetwork()), (0.0, StartNode()),
                  (3.0, HealNetwork())]
 
-    def gen(_rng: random.Random) -> Any:
+    def gen(_rng: random.Random) -> Iterator[Step]:
         while True:
             for delay, fault in steps:
                 yield schedule.Step(delay, fault)
@@ -397,7 +436,7 @@ def _scenario(opts: CampaignOptions) -> Any:
 
 
 def run_campaign(opts: CampaignOptions,
-                 progress: Callable[[dict[str, Any]], None] | None = None) -> CampaignResult:
+                 progress: Progress | None = None) -> CampaignResult:
     seed = opts.seed if opts.seed is not None else random.SystemRandom().randrange(2**31)
     opts = dataclasses.replace(opts, seed=seed)
     run_dir = new_run_dir(opts.store, opts.name)
@@ -408,13 +447,13 @@ def run_campaign(opts: CampaignOptions,
     from harness.clients.logs import ClientLogs
 
     client_logs = ClientLogs(run_dir / "logs" / "clients.log").open()
-    results: dict[str, Any] = {"seed": seed, "options": opts.to_json()}
+    results: Json = {"seed": seed, "options": opts.to_json()}
     runtime = None
     try:
         runtime = _runtime(opts, run_dir)
         runtime.start()
         results["bootstrap"] = runtime.bootstrap
-        results["capabilities"] = getattr(runtime, "capabilities", lambda: {})()
+        results["capabilities"] = runtime.capabilities()
         _main_phase(opts, runtime, run_dir, results, progress, client_logs)
     except KeyboardInterrupt:
         results["error"] = "interrupted"
@@ -442,9 +481,8 @@ def run_campaign(opts: CampaignOptions,
         handler.close()
 
 
-def _main_phase(opts: CampaignOptions, runtime: Runtime, run_dir: Path, results: dict[str, Any],
-                progress: Callable[[dict[str, Any]], None] | None,
-                client_logs: Any = None) -> None:
+def _main_phase(opts: CampaignOptions, runtime: Runtime, run_dir: Path, results: Json,
+                progress: Progress | None, client_logs: ClientLogs | None = None) -> None:
     from harness.workloads.recorder import Recorder
     from nemesis.runner import heal_all, run_nemesis
 
@@ -464,13 +502,14 @@ def _main_phase(opts: CampaignOptions, runtime: Runtime, run_dir: Path, results:
 
     nemesis = run_nemesis(runtime, package, recorder.nemesis, nemesis_stop, deadline,
                           seed=opts.seed, focus=focus, final=True)
-    results["nemesis"] = {"package": package.name, "fs": sorted(package.fs)}
+    nemesis_info: Json = {"package": package.name, "fs": sorted(package.fs)}
+    results["nemesis"] = nemesis_info
 
     def before_final() -> None:
         nemesis_stop.set()
         nemesis.join(120)
         if nemesis.error is not None:
-            results["nemesis"]["error"] = f"{type(nemesis.error).__name__}: {nemesis.error}"
+            nemesis_info["error"] = f"{type(nemesis.error).__name__}: {nemesis.error}"
         if opts.bootstrap is None:
             heal_all(runtime, recorder.nemesis)
 
@@ -490,7 +529,7 @@ def _main_phase(opts: CampaignOptions, runtime: Runtime, run_dir: Path, results:
         else:
             rrun = _run_register(opts, runtime.bootstrap, recorder, stop, deadline)
             before_final()
-            results["workload"] = {"errors": list(getattr(rrun, "errors", []))}
+            results["workload"] = {"errors": list(rrun.errors)}
     finally:
         abort.set()
         nemesis_stop.set()
@@ -516,7 +555,7 @@ def _workload_topic(opts: CampaignOptions) -> Callable[[str], bool]:
     return lambda t: t == name
 
 
-def _focus(opts: CampaignOptions) -> Any:
+def _focus(opts: CampaignOptions) -> LeaderOf | None:
     if not opts.target_leader or opts.workload != "queue":
         return None
     from nemesis.faults import LeaderOf
@@ -524,7 +563,7 @@ def _focus(opts: CampaignOptions) -> Any:
     return LeaderOf(f"{_queue_opts(opts).topic_prefix}0", 0)
 
 
-def _queue_opts(opts: CampaignOptions) -> Any:
+def _queue_opts(opts: CampaignOptions) -> QueueOpts:
     from harness.workloads.queue import QueueOpts
 
     return QueueOpts(
@@ -537,17 +576,17 @@ def _queue_opts(opts: CampaignOptions) -> Any:
     )
 
 
-def _run_queue(opts: CampaignOptions, bootstrap: str, recorder: Any, stop: threading.Event,
-               deadline: float, before_final: Callable[[], None], abort: threading.Event
-               ) -> Any:
+def _run_queue(opts: CampaignOptions, bootstrap: str, recorder: Recorder,
+               stop: threading.Event, deadline: float, before_final: Callable[[], None],
+               abort: threading.Event) -> QueueRun:
     from harness.workloads.queue import run_queue
 
     return run_queue(bootstrap, _queue_opts(opts), recorder, stop, deadline,
                      before_final=before_final, abort=abort)
 
 
-def _run_register(opts: CampaignOptions, bootstrap: str, recorder: Any,
-                  stop: threading.Event, deadline: float) -> Any:
+def _run_register(opts: CampaignOptions, bootstrap: str, recorder: Recorder,
+                  stop: threading.Event, deadline: float) -> RegisterRun:
     from harness.workloads.register import RegisterOpts, run_register
 
     ropts = RegisterOpts(concurrency=opts.concurrency, rate=opts.rate,
@@ -560,9 +599,9 @@ def _run_register(opts: CampaignOptions, bootstrap: str, recorder: Any,
 class _Reporter(threading.Thread):
     """Feeds the progress display: op counts by type, the nemesis's latest fault."""
 
-    def __init__(self, recorder: Any, nemesis: Any, deadline: float,
-                 progress: Callable[[dict[str, Any]], None] | None,
-                 stop: threading.Event, client_logs: Any = None) -> None:
+    def __init__(self, recorder: Recorder, nemesis: NemesisRunner, deadline: float,
+                 progress: Progress | None, stop: threading.Event,
+                 client_logs: ClientLogs | None = None) -> None:
         super().__init__(name="progress", daemon=True)
         self.recorder, self.nemesis, self.deadline = recorder, nemesis, deadline
         self.progress, self.stop_event = progress, stop
@@ -572,10 +611,10 @@ class _Reporter(threading.Thread):
         if self.progress is None:
             return
         counts: dict[str, int] = {}
-        fault = None
+        fault: str | None = None
         seen = 0
         while not self.stop_event.wait(0.5):
-            ops = self.recorder.ops() if getattr(self.recorder, "keep", True) else []
+            ops = self.recorder.ops() if self.recorder.keep else []
             for op in ops[seen:]:
                 if op.process == "nemesis":
                     fault = f"{op.f} {json.dumps(op.value, default=str)[:60]}"
@@ -584,11 +623,11 @@ class _Reporter(threading.Thread):
             seen = len(ops)
             self.progress({"ops": seen, "counts": dict(counts), "nemesis": fault,
                            "remaining_s": max(0.0, self.deadline - time.monotonic()),
-                           "client_errors": getattr(self.client_logs, "errors", 0)})
+                           "client_errors": 0 if self.client_logs is None
+                           else self.client_logs.errors})
 
 
-def _conclude(opts: CampaignOptions, run_dir: Path, results: dict[str, Any]
-              ) -> CampaignResult:
+def _conclude(opts: CampaignOptions, run_dir: Path, results: Json) -> CampaignResult:
     from harness.checkers import check
     from harness.checkers.policy import QueuePolicy
 
@@ -607,10 +646,10 @@ def _conclude(opts: CampaignOptions, run_dir: Path, results: dict[str, Any]
         bad = list(checked.get("queue", {}).get("bad_anomaly_types", []))
         if not checked.get("linearizable", {"valid?": True})["valid?"]:
             bad.append("nonlinearizable")
-        if not results.get("probes", {}).get("valid?", True):
+        if not _part(results, "probes").get("valid?", True):
             bad.append("live-invariant")
         valid = checked["valid?"]
-        incomplete = results.get("workload", {}).get("final_complete") is False
+        incomplete = _part(results, "workload").get("final_complete") is False
         if bad:
             verdict, code = "invalid", EXIT_INVALID
         elif valid == "unknown" or incomplete:
@@ -633,6 +672,12 @@ def _conclude(opts: CampaignOptions, run_dir: Path, results: dict[str, Any]
     return CampaignResult(run_dir, code, verdict, bad, results)
 
 
+def _part(results: Json, key: str) -> Json:
+    """results[key] when it is a JSON object, else an empty one."""
+    found = results.get(key)
+    return found if isinstance(found, dict) else {}
+
+
 def _file_handler(path: Path) -> logging.Handler:
     h = logging.FileHandler(path)
     h.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -640,7 +685,7 @@ def _file_handler(path: Path) -> logging.Handler:
     return h
 
 
-def _write_columnar(history: Any, run_dir: Path) -> None:
+def _write_columnar(history: list[Op], run_dir: Path) -> None:
     """history.parquet beside history.jsonl: harness.history's fixed schema plus the queue
     checker's int side columns (harness.checkers.columnar); never fails the run."""
     try:

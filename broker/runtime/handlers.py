@@ -33,6 +33,7 @@ from broker.wire import (
     build,
     encode_fetch_response,
     encode_response,
+    request_fields,
     response_class,
 )
 from broker.wire import FileRegion as WireRegion
@@ -178,7 +179,7 @@ class Apis:
                 "topic_authorized_operations": -2147483648}
 
     async def metadata(self, req: Request) -> bytes:
-        body = req.body
+        body = request_fields(req)
         v = req.api_version
         view = self.topics_view()
         live = {lb.broker_id for lb in self.node.state.live_brokers}
@@ -212,7 +213,7 @@ class Apis:
     # -- Produce ----------------------------------------------------------------------------
 
     async def produce(self, req: Request) -> Response:
-        body = req.body
+        body = request_fields(req)
         acks = int(body.acks)
         timeout_ms = max(0, int(body.timeout.total_seconds() * 1000))
         results: list[tuple[str, int, Any]] = []  # (topic, partition, future | (error, base))
@@ -305,7 +306,7 @@ class Apis:
     # -- Fetch ------------------------------------------------------------------------------
 
     async def fetch(self, req: Request) -> Response:
-        body = req.body
+        body = request_fields(req)
         if int(body.replica_id) >= 0:
             return await self.replica_fetch(req)
         loop = asyncio.get_running_loop()
@@ -380,7 +381,7 @@ class Apis:
     async def replica_fetch(self, req: Request) -> Response:
         """A follower's fetch: each partition through the core as a `FetchRequest` message,
         held (DelayedFetch) until new data or `max_wait` when nothing is there yet."""
-        body = req.body
+        body = request_fields(req)
         follower = int(body.replica_id)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0, body.max_wait.total_seconds())
@@ -444,7 +445,7 @@ class Apis:
 
     async def list_offsets(self, req: Request) -> bytes:
         topics = []
-        for t in req.body.topics:
+        for t in request_fields(req).topics:
             parts = []
             for p in t.partitions:
                 tp = TopicPartition(t.name, int(p.partition_index))
@@ -480,9 +481,9 @@ class Apis:
                 "old_style_offsets": []}
 
     async def offset_for_leader_epoch(self, req: Request) -> bytes:
-        src = int(getattr(req.body, "replica_id", -1))
+        src = int(getattr(request_fields(req), "replica_id", -1))
         topics = []
-        for t in req.body.topics:
+        for t in request_fields(req).topics:
             parts = []
             for p in t.partitions:
                 tp = TopicPartition(t.topic, int(p.partition))
@@ -503,7 +504,7 @@ class Apis:
     # -- topics -----------------------------------------------------------------------------
 
     async def create_topics(self, req: Request) -> bytes:
-        body = req.body
+        body = request_fields(req)
         timeout_s = max(0.0, body.timeout.total_seconds())
         validate_only = bool(getattr(body, "validate_only", False))
         results = []
@@ -572,7 +573,7 @@ class Apis:
         return (0, None, n, rf, dict(enumerate(replicas)), cfg)
 
     async def delete_topics(self, req: Request) -> bytes:
-        body = req.body
+        body = request_fields(req)
         names = list(body.topic_names) if hasattr(body, "topic_names") and body.topic_names \
             else [t.name for t in getattr(body, "topics", ()) or ()]
         if self.b.zkd is None or self.b.zk is None or not self.b.cluster_id:  # still starting
@@ -605,7 +606,7 @@ class Apis:
     # -- producer ids -----------------------------------------------------------------------
 
     async def init_producer_id(self, req: Request) -> bytes:
-        body = req.body
+        body = request_fields(req)
         if body.transactional_id is not None:
             code, pid, epoch = TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1
         else:

@@ -30,12 +30,13 @@ from typing import Any
 
 from kio.schema.fetch.v12 import request as fetch_req
 from kio.schema.offset_for_leader_epoch.v4 import request as ofle_req
+from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i64
 
 from broker.recordbatch import HEADER_SIZE, unpack_header
 from broker.runtime.node import Node
 from broker.store.batch import validate_batch
-from broker.wire import decode_response, encode_request
+from broker.wire import DecodedResponse, decode_response, encode_request, response_fields
 from broker.wire import interbroker as ib
 from core import events as ev
 from core.messages import (
@@ -117,13 +118,14 @@ class Connection:
         # A large read limit: a fetch response of several MiB is read in a few large chunks,
         # not paused and resumed every 128 KiB (each pause costs a loop iteration and, on a
         # busy machine, a wait for the CPU).
-        self._reader, self._writer = await asyncio.wait_for(
+        self._reader, writer = await asyncio.wait_for(
             asyncio.open_connection(target.host, target.port, local_addr=local,
                                     limit=PEER_READ_LIMIT),
             self.timeout_s,
         )
+        self._writer = writer
         self._target = target
-        sock = self._writer.get_extra_info("socket")
+        sock = writer.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -234,21 +236,22 @@ class Fetcher:
                 partition=i32(tp.partition), current_leader_epoch=i32(m.current_leader_epoch),
                 leader_epoch=i32(m.leader_epoch)))
         body = ofle_req.OffsetForLeaderEpochRequest(
-            replica_id=i32(self.node.broker_id),
-            topics=tuple(ofle_req.OffsetForLeaderTopic(topic=t, partitions=tuple(ps))
+            replica_id=BrokerId(self.node.broker_id),
+            topics=tuple(ofle_req.OffsetForLeaderTopic(topic=TopicName(t), partitions=tuple(ps))
                          for t, ps in by_topic.items()),
         )
         cid = self.conn.next_correlation_id()
         payload = await self.conn.request(target, encode_request(body, cid), self.timeout_s)
         resp = decode_response(payload, 23, OFLE_VERSION)
-        if not hasattr(resp, "body"):
+        if not isinstance(resp, DecodedResponse):
             raise PeerError(f"bad OffsetForLeaderEpoch response: {resp}")
-        for t in resp.body.topics:
+        for t in response_fields(resp).topics:
             for p in t.partitions:
                 tp = TopicPartition(t.topic, int(p.partition))
-                m = batch.get(tp)
-                if m is None:
+                asked = batch.get(tp)
+                if asked is None:
                     continue
+                m = asked
                 self.node.handle(ev.MessageReceived(self.leader, OffsetForLeaderEpochResponse(
                     tp=tp, error=_error(int(p.error_code.value)),
                     current_leader_epoch=m.current_leader_epoch, requested_epoch=m.leader_epoch,
@@ -263,11 +266,11 @@ class Fetcher:
                 fetch_offset=i64(m.fetch_offset), last_fetched_epoch=i32(m.last_fetched_epoch),
                 log_start_offset=i64(-1), partition_max_bytes=i32(self.partition_max_bytes)))
         body = fetch_req.FetchRequest(
-            cluster_id=None, replica_id=i32(self.node.broker_id),
+            cluster_id=None, replica_id=BrokerId(self.node.broker_id),
             max_wait=_ms(self.max_wait_ms), min_bytes=i32(self.min_bytes),
             max_bytes=i32(self.max_bytes), isolation_level=i8(0), session_id=i32(0),
             session_epoch=i32(-1),
-            topics=tuple(fetch_req.FetchTopic(topic=t, partitions=tuple(ps))
+            topics=tuple(fetch_req.FetchTopic(topic=TopicName(t), partitions=tuple(ps))
                          for t, ps in by_topic.items()),
             forgotten_topics_data=(), rack_id="",
         )
@@ -275,14 +278,15 @@ class Fetcher:
         timeout = self.timeout_s + self.max_wait_ms / 1000.0
         payload = await self.conn.request(target, encode_request(body, cid), timeout)
         resp = decode_response(payload, 1, FETCH_VERSION)
-        if not hasattr(resp, "body"):
+        if not isinstance(resp, DecodedResponse):
             raise PeerError(f"bad Fetch response: {resp}")
-        for t in resp.body.responses:
+        for t in response_fields(resp).responses:
             for p in t.partitions:
                 tp = TopicPartition(t.topic, int(p.partition_index))
-                m = batch.get(tp)
-                if m is None:
+                asked = batch.get(tp)
+                if asked is None:
                     continue
+                m = asked
                 self.node.handle(ev.MessageReceived(self.leader, _fetch_response(m, p)))
 
 
@@ -475,8 +479,9 @@ class Peers:
             c.add(msg)
 
     async def close(self) -> None:
-        pending = {x.task for x in (*self.fetchers.values(), *self.channels.values())
-                   if x.task is not None}
+        every: list[Fetcher | ControlChannel] = [*self.fetchers.values(),
+                                                 *self.channels.values()]
+        pending = {x.task for x in every if x.task is not None}
         # Cancel until they are gone (bounded): Python 3.11's asyncio.wait_for swallows a
         # cancellation that races with its future completing (CPython gh-86296); a fetcher
         # that lost its cancel went on fetching and held the broker's shutdown until SIGKILL.
@@ -485,5 +490,5 @@ class Peers:
             for t in pending:
                 t.cancel()
             _, pending = await asyncio.wait(pending, timeout=0.5)
-        for x in (*self.fetchers.values(), *self.channels.values()):
+        for x in every:
             x.conn.close()

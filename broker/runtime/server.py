@@ -27,7 +27,8 @@ import time
 import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 from broker.config import BrokerConfig, topic_replication_config
 from broker.quotas import QuotaManager
@@ -144,7 +145,7 @@ class Broker:
         loop = asyncio.get_running_loop()
         cfg = self.config
         self.logs = LogManager(
-            [str(d) for d in cfg.log_dirs], cfg.log_config(), now_ms=int(time.time() * 1000))
+            [Path(d) for d in cfg.log_dirs], cfg.log_config(), now_ms=int(time.time() * 1000))
         for topic in {t for t, _ in self.logs.logs}:
             self.logs.topic_configs.setdefault(topic, self._topic_log_config(topic, {}))
         self.node = Node(
@@ -450,7 +451,7 @@ class Broker:
 
     # -- quotas and groups --------------------------------------------------------------------
 
-    def throttle(self, kind: str, req: Request, nbytes: int) -> int:
+    def throttle(self, kind: Literal["produce", "fetch"], req: Request, nbytes: int) -> int:
         return int(self.quotas.record_and_get_throttle(
             kind, "ANONYMOUS", req.header.client_id or "", nbytes, int(time.time() * 1000)))
 

@@ -18,6 +18,7 @@ import enum
 import functools
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 import kio.index
 from kio.serial import entity_reader, entity_writer
@@ -224,3 +225,10 @@ def encode_request(
     entity_writer(header_cls)(sink, header)  # type: ignore[arg-type]
     entity_writer(type(body))(sink, body)  # type: ignore[arg-type]
     return frame(b"".join(chunks))
+
+
+def request_fields(req: Request) -> Any:
+    """The request's kio body, to read fields by name: its class depends on the API key and
+    version (kio types `body` only as a header-version protocol), and each handler reads the
+    fields every version it accepts has (`getattr` with a default for the others)."""
+    return req.body

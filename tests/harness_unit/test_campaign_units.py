@@ -136,3 +136,19 @@ def test_an_unreadable_sample_is_a_probe_format_violation() -> None:
     p = LiveProbe(runtime=OneNode(), stop=threading.Event())  # type: ignore[arg-type]
     p.sample_all(["n1"])
     assert p.samples == 1 and names(p) == ["probe_format"]
+
+
+def test_the_campaign_module_is_typed_without_any() -> None:
+    """harness/campaign.py names no `typing.Any` (issue #11): the runtime, the nemesis
+    package, the workloads' runs and results are typed, and mypy --strict (scripts/test)
+    checks them end to end."""
+    import ast
+
+    import harness.campaign as campaign
+
+    tree = ast.parse(Path(campaign.__file__).read_text())
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    attrs = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                for a in n.names}
+    assert "Any" not in names | attrs | imported
