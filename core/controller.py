@@ -20,6 +20,7 @@ from core.messages import (
     UpdateMetadataRequest,
 )
 from core.rules.election import controlled_shutdown_leader, offline_leader, preferred_leader
+from core.timers import LeaderImbalanceTimer
 from core.types import (
     NO_LEADER,
     Errors,
@@ -32,8 +33,10 @@ from core.types import (
 
 Effects = list[fx.Effect]
 
-REBALANCE_TIMER: tuple[object, ...] = ("rebalance",)
 
+def _imbalance_check(cfg: ProtocolConfig) -> fx.SetTimer:
+    """Arm the next auto leader rebalance check."""
+    return fx.SetTimer(LeaderImbalanceTimer(), cfg.leader_imbalance_check_interval_seconds * 1000)
 
 class PartitionContext(NamedTuple):
     tp: TopicPartition
@@ -250,7 +253,7 @@ def on_elected(
     c, e = _reconcile_all(c, cfg)
     out += e
     if cfg.auto_leader_rebalance_enable:
-        out.append(fx.SetTimer(REBALANCE_TIMER, cfg.leader_imbalance_check_interval_seconds * 1000))
+        out.append(_imbalance_check(cfg))
     return c, out
 
 
@@ -406,7 +409,7 @@ def on_rebalance_timer(
         preferred = preferred_leader(ctx.assignment, s.isr, live)
         if preferred:
             out += _write(c, ctx, preferred[0], s.isr, cfg)
-    out.append(fx.SetTimer(REBALANCE_TIMER, cfg.leader_imbalance_check_interval_seconds * 1000))
+    out.append(_imbalance_check(cfg))
     return c, out
 
 
@@ -435,7 +438,8 @@ def on_controlled_shutdown(
     # shutting down after it registered again, so it could never lead nor rejoin an ISR.
     # Kafka refuses it too (BrokerNotAvailable).
     if b not in _live_ids(c) or req.broker_epoch != _broker_epoch(c, b):
-        return c, [fx.Send(b, ControlledShutdownResponse(Errors.STALE_BROKER_EPOCH, ()))]
+        stale = ControlledShutdownResponse(Errors.STALE_BROKER_EPOCH, (), req.request_id)
+        return c, [fx.Send(b, stale)]
     if b not in c.shutting_down:
         c = c._replace(shutting_down=tuple(sorted((*c.shutting_down, b))))
     out: Effects = []
@@ -467,5 +471,6 @@ def on_controlled_shutdown(
             c.broker_id, c.controller_epoch, _broker_epoch(c, b), tuple(followed), False
         )
         out.append(fx.Send(b, stop))
-    out.append(fx.Send(b, ControlledShutdownResponse(Errors.NONE, tuple(remaining))))
+    done = ControlledShutdownResponse(Errors.NONE, tuple(remaining), req.request_id)
+    out.append(fx.Send(b, done))
     return c, out

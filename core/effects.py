@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from core.messages import BatchInfo, Message
 from core.rules.epochs import EpochEntry
+from core.timers import TimerKey
 from core.types import Errors, LeaderIsr, TopicPartition
 
 
@@ -57,13 +58,13 @@ class DeletePartition:
 
 @dataclass(frozen=True, slots=True)
 class SetTimer:
-    key: tuple[object, ...]
+    key: TimerKey
     delay_ms: int
 
 
 @dataclass(frozen=True, slots=True)
 class CancelTimer:
-    key: tuple[object, ...]
+    key: TimerKey
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from core.config import DEFAULT_TOPIC_CONFIG, TopicConfig
 from core.messages import Message
+from core.timers import TimerKey
 from core.types import LeaderIsr, LiveBroker, TopicPartition
 
 
@@ -113,8 +114,18 @@ class MessageReceived:
 
 
 @dataclass(frozen=True, slots=True)
+class SendFailed:
+    """A message this broker sent to `dst` (with its request id) was not delivered, or its
+    response never arrived: the connection failed or `dst` is not reachable. Control requests
+    are retried by the driver until `dst` leaves the cluster, so this reports their end."""
+
+    dst: int
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
 class TimerFired:
-    key: tuple[object, ...]
+    key: TimerKey
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +193,7 @@ Event = (
     | PartitionStateWritten
     | TopicConfigChanged
     | MessageReceived
+    | SendFailed
     | TimerFired
     | Chosen
     | ProduceReceived

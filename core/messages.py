@@ -1,10 +1,19 @@
-"""Messages between brokers (the inter-broker protocol, as values)."""
+"""Messages between brokers (the inter-broker protocol, as values).
+
+Every message carries a request id: a request's is given by whoever sends it over a
+transport (the broker's interpreter numbers its outgoing requests; a server numbers the
+requests it reads off the wire), and a response carries the id of the request it answers, so
+a driver matches replies to requests by id. The core only copies ids from a request to its
+response: it checks that a response is still wanted by leader epoch, as Kafka's fetcher does,
+so ids add nothing to its state (the model checker leaves them at NO_REQUEST_ID)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from core.types import Errors, LiveBroker, PartitionInfo, TopicPartition
+
+NO_REQUEST_ID = 0  # not numbered yet (a request the core just made), or in the model
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -27,6 +36,7 @@ class LeaderAndIsrRequest:
     controller_epoch: int
     broker_epoch: int
     partitions: tuple[PartitionInfo, ...]
+    request_id: int = NO_REQUEST_ID
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -36,6 +46,7 @@ class UpdateMetadataRequest:
     broker_epoch: int
     partitions: tuple[PartitionInfo, ...]
     live_brokers: tuple[LiveBroker, ...]
+    request_id: int = NO_REQUEST_ID
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -45,18 +56,21 @@ class StopReplicaRequest:
     broker_epoch: int
     partitions: tuple[TopicPartition, ...]
     delete: bool
+    request_id: int = NO_REQUEST_ID
 
 
 @dataclass(frozen=True, slots=True, order=True)
 class ControlledShutdownRequest:
     broker_id: int
     broker_epoch: int
+    request_id: int = NO_REQUEST_ID
 
 
 @dataclass(frozen=True, slots=True, order=True)
 class ControlledShutdownResponse:
     error: Errors
     remaining: tuple[TopicPartition, ...]
+    request_id: int = NO_REQUEST_ID
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -66,6 +80,7 @@ class FetchRequest:
     fetch_offset: int
     current_leader_epoch: int
     last_fetched_epoch: int
+    request_id: int = NO_REQUEST_ID
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -83,6 +98,7 @@ class FetchResponse:
     diverging: bool = False  # KIP-320 first try: the follower's last epoch does not match
     batches: tuple[BatchInfo, ...] = ()
     records: object = None
+    request_id: int = NO_REQUEST_ID
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -91,6 +107,7 @@ class OffsetForLeaderEpochRequest:
     tp: TopicPartition
     current_leader_epoch: int
     leader_epoch: int
+    request_id: int = NO_REQUEST_ID
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -101,6 +118,7 @@ class OffsetForLeaderEpochResponse:
     requested_epoch: int
     leader_epoch: int
     end_offset: int
+    request_id: int = NO_REQUEST_ID
 
 
 Message = (

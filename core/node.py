@@ -4,7 +4,7 @@ controller) the controller role. `step` is the only way to change it."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import NamedTuple, assert_never
 
 from core import controller as ctl
 from core import effects as fx
@@ -17,6 +17,7 @@ from core.messages import (
     FetchRequest,
     FetchResponse,
     LeaderAndIsrRequest,
+    Message,
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
     StopReplicaRequest,
@@ -24,6 +25,14 @@ from core.messages import (
 )
 from core.producer import ProducerTable
 from core.rules.epochs import EpochEntry
+from core.timers import (
+    FetchTimeoutTimer,
+    FetchTimer,
+    LeaderImbalanceTimer,
+    ProduceTimeoutTimer,
+    ReplicaLagTimer,
+    TimerKey,
+)
 from core.types import (
     NO_BROKER_EPOCH,
     NO_LEADER,
@@ -193,6 +202,8 @@ def step(state: BrokerState, event: ev.Event) -> tuple[BrokerState, Effects]:
             return _on_timer(state, key, cfg)
         case ev.MessageReceived(src=src, message=msg):
             return _on_message(state, src, msg, cfg)
+        case ev.SendFailed(message=msg):
+            return _on_send_failed(state, msg)
         case ev.ProduceReceived():
             r = replica(state, event.tp)
             if r is None:
@@ -296,32 +307,38 @@ def _on_partition_written(
 
 
 def _on_timer(
-    state: BrokerState, key: tuple[object, ...], cfg: ProtocolConfig
+    state: BrokerState, key: TimerKey, cfg: ProtocolConfig
 ) -> tuple[BrokerState, Effects]:
-    kind = key[0]
-    if kind == "rebalance":
+    if isinstance(key, LeaderImbalanceTimer):
         if state.controller is None:
             return state, []
         c, out = ctl.on_rebalance_timer(state.controller, cfg)
         return state._replace(controller=c), out
-    tp = key[1]
-    if not isinstance(tp, TopicPartition):
-        return state, []
-    r = replica(state, tp)
+    r = replica(state, key.tp)
     if r is None:
         return state, []
-    cfg = partition_config(state, tp)
-    if kind == "fetch":
-        r, out = rep.on_fetch_timer(r, cfg)
-    elif kind == "fetch_timeout":
-        r, out = rep.on_fetch_timeout(r, cfg)
-    elif kind == "lag" and isinstance(key[2], int):
-        r, out = rep.on_lag_timer(r, key[2], cfg)
-    elif kind == "produce_timeout" and isinstance(key[2], int):
-        r, out = rep.on_produce_timeout(r, key[2])
-    else:
-        return state, []
+    pcfg = partition_config(state, key.tp)
+    match key:
+        case FetchTimer():
+            r, out = rep.on_fetch_timer(r, pcfg)
+        case FetchTimeoutTimer():
+            r, out = rep.on_fetch_timeout(r, pcfg)
+        case ReplicaLagTimer(follower=follower):
+            r, out = rep.on_lag_timer(r, follower, pcfg)
+        case ProduceTimeoutTimer(request_id=request_id):
+            r, out = rep.on_produce_timeout(r, request_id)
+        case _:
+            assert_never(key)
     return _put(state, r), out
+
+
+def _on_send_failed(state: BrokerState, msg: Message) -> tuple[BrokerState, Effects]:
+    """Only a follower's fetch waits for an answer; the controller learns that a broker is
+    gone from ZooKeeper, and a broker shutting down bounds its own wait for the controller."""
+    match msg:
+        case FetchRequest() | OffsetForLeaderEpochRequest():
+            return _with_replica(state, msg.tp, lambda r, c: rep.on_send_failed(r, msg, c))
+    return state, []
 
 
 def _control_request_ok(

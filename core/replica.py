@@ -30,6 +30,7 @@ from core.rules.epochs import (
 from core.rules.hw import high_watermark
 from core.rules.isr import can_expand_isr, is_out_of_sync
 from core.rules.truncation import divergence_offset
+from core.timers import FetchTimeoutTimer, FetchTimer, ProduceTimeoutTimer, ReplicaLagTimer
 from core.types import (
     NO_LEADER,
     UNDEFINED_EPOCH,
@@ -76,26 +77,6 @@ class ReplicaState(NamedTuple):
     # follower only
     fetch_state: FetchState = FetchState.IDLE
     fetch_in_flight: bool = False
-
-
-# ---------------------------------------------------------------------------------------
-# timers
-
-
-def fetch_timer(tp: TopicPartition) -> tuple[object, ...]:
-    return ("fetch", tp)
-
-
-def fetch_timeout_timer(tp: TopicPartition) -> tuple[object, ...]:
-    return ("fetch_timeout", tp)
-
-
-def lag_timer(tp: TopicPartition, follower: int) -> tuple[object, ...]:
-    return ("lag", tp, follower)
-
-
-def produce_timeout_timer(tp: TopicPartition, request_id: int) -> tuple[object, ...]:
-    return ("produce_timeout", tp, request_id)
 
 
 # ---------------------------------------------------------------------------------------
@@ -149,10 +130,10 @@ def _abandon_leadership(rs: ReplicaState) -> Effects:
     """Effects of leaving the leader role: purgatory fails, lag timers stop."""
     out: Effects = []
     for p in rs.purgatory:
-        out.append(fx.CancelTimer(produce_timeout_timer(rs.tp, p.request_id)))
+        out.append(fx.CancelTimer(ProduceTimeoutTimer(rs.tp, p.request_id)))
         out.append(fx.ProduceReply(p.request_id, rs.tp, Errors.NOT_LEADER_OR_FOLLOWER, -1))
     for f, _ in rs.followers:
-        out.append(fx.CancelTimer(lag_timer(rs.tp, f)))
+        out.append(fx.CancelTimer(ReplicaLagTimer(rs.tp, f)))
     return out
 
 
@@ -161,9 +142,9 @@ def _become_leader(
 ) -> tuple[ReplicaState, Effects]:
     out: Effects = []
     if rs.role == Role.FOLLOWER:
-        out += [fx.CancelTimer(fetch_timer(rs.tp)), fx.CancelTimer(fetch_timeout_timer(rs.tp))]
+        out += [fx.CancelTimer(FetchTimer(rs.tp)), fx.CancelTimer(FetchTimeoutTimer(rs.tp))]
     if rs.role == Role.LEADER:
-        out += [fx.CancelTimer(lag_timer(rs.tp, f)) for f, _ in rs.followers]
+        out += [fx.CancelTimer(ReplicaLagTimer(rs.tp, f)) for f, _ in rs.followers]
     epochs = rs.epochs
     if not cfg.bugs.kip101_only:
         # KAFKA-7415: record the new epoch at the current LEO so an epoch without records
@@ -174,7 +155,7 @@ def _become_leader(
     followers = tuple((r, None) for r in info.replicas if r != rs.broker_id)
     # Followers in the ISR count as caught up now (Kafka sets lastCaughtUpTimeMs := now).
     out += [
-        fx.SetTimer(lag_timer(rs.tp, f), cfg.replica_lag_time_max_ms)
+        fx.SetTimer(ReplicaLagTimer(rs.tp, f), cfg.replica_lag_time_max_ms)
         for f, _ in followers
         if f in info.isr
     ]
@@ -222,9 +203,9 @@ def _become_follower(
         # KAFKA-7164: the old code skipped the become-follower steps, truncation included,
         # when the leader id had not changed.
         return base, out
-    out += [fx.CancelTimer(fetch_timeout_timer(rs.tp))]
+    out += [fx.CancelTimer(FetchTimeoutTimer(rs.tp))]
     if info.leader == NO_LEADER:
-        out.append(fx.CancelTimer(fetch_timer(rs.tp)))
+        out.append(fx.CancelTimer(FetchTimer(rs.tp)))
         return base._replace(fetch_state=FetchState.IDLE, fetch_in_flight=False), out
     if cfg.bugs.truncate_to_hw:
         # Before KIP-101: truncate to the local high watermark, then fetch.
@@ -236,7 +217,7 @@ def _become_follower(
         start = FetchState.FETCHING
     else:
         start = FetchState.TRUNCATING
-    out.append(fx.SetTimer(fetch_timer(rs.tp), 0))
+    out.append(fx.SetTimer(FetchTimer(rs.tp), 0))
     return base._replace(fetch_state=start, fetch_in_flight=False), out
 
 
@@ -262,7 +243,7 @@ def on_stop_replica(rs: ReplicaState) -> tuple[ReplicaState, Effects]:
     if rs.role == Role.LEADER:
         out += _abandon_leadership(rs)
     if rs.role == Role.FOLLOWER:
-        out += [fx.CancelTimer(fetch_timer(rs.tp)), fx.CancelTimer(fetch_timeout_timer(rs.tp))]
+        out += [fx.CancelTimer(FetchTimer(rs.tp)), fx.CancelTimer(FetchTimeoutTimer(rs.tp))]
     stopped = rs._replace(
 
         role=Role.NONE,
@@ -300,7 +281,7 @@ def on_fetch_timer(rs: ReplicaState, cfg: ProtocolConfig) -> tuple[ReplicaState,
                 leader_epoch=latest_epoch(rs.epochs),
             )
             out.append(fx.Send(rs.leader, req))
-            out.append(fx.SetTimer(fetch_timeout_timer(rs.tp), cfg.request_timeout_ms))
+            out.append(fx.SetTimer(FetchTimeoutTimer(rs.tp), cfg.request_timeout_ms))
             return rs._replace(fetch_in_flight=True), out
     if rs.fetch_state == FetchState.FETCHING:
         last_epoch = latest_epoch(rs.epochs)
@@ -316,7 +297,7 @@ def on_fetch_timer(rs: ReplicaState, cfg: ProtocolConfig) -> tuple[ReplicaState,
                 ),
             )
         )
-        out.append(fx.SetTimer(fetch_timeout_timer(rs.tp), cfg.request_timeout_ms))
+        out.append(fx.SetTimer(FetchTimeoutTimer(rs.tp), cfg.request_timeout_ms))
         return rs._replace(fetch_in_flight=True), out
     return rs, out
 
@@ -326,8 +307,20 @@ def on_fetch_timeout(rs: ReplicaState, cfg: ProtocolConfig) -> tuple[ReplicaStat
     if not rs.fetch_in_flight:
         return rs, []
     return rs._replace(fetch_in_flight=False), [
-        fx.SetTimer(fetch_timer(rs.tp), cfg.replica_fetch_backoff_ms)
+        fx.SetTimer(FetchTimer(rs.tp), cfg.replica_fetch_backoff_ms)
     ]
+
+
+def on_send_failed(
+    rs: ReplicaState, req: FetchRequest | OffsetForLeaderEpochRequest, cfg: ProtocolConfig
+) -> tuple[ReplicaState, Effects]:
+    """The request in flight never reached the leader, or its answer never came back (the
+    connection failed): as a timeout, but now. A failure of an earlier request (another
+    leader epoch) is not ours: the request in flight keeps its timeout."""
+    if not _answer_for_us(rs, req.current_leader_epoch):
+        return rs, []
+    rs, out = on_fetch_timeout(rs, cfg)
+    return rs, [fx.CancelTimer(FetchTimeoutTimer(rs.tp)), *out]
 
 
 def _answer_for_us(rs: ReplicaState, current_leader_epoch: int) -> bool:
@@ -345,10 +338,10 @@ def on_offset_for_leader_epoch_response(
         return rs, []
     if rs.fetch_state != FetchState.TRUNCATING or resp.requested_epoch != latest_epoch(rs.epochs):
         return rs, []
-    out: Effects = [fx.CancelTimer(fetch_timeout_timer(rs.tp))]
+    out: Effects = [fx.CancelTimer(FetchTimeoutTimer(rs.tp))]
     rs = rs._replace(fetch_in_flight=False)
     if resp.error != Errors.NONE:
-        out.append(fx.SetTimer(fetch_timer(rs.tp), cfg.replica_fetch_backoff_ms))
+        out.append(fx.SetTimer(FetchTimer(rs.tp), cfg.replica_fetch_backoff_ms))
         return rs, out
     leader_epoch = resp.leader_epoch
     if cfg.bugs.kip101_only:
@@ -360,7 +353,7 @@ def on_offset_for_leader_epoch_response(
     out += tr
     if done:
         rs = rs._replace(fetch_state=FetchState.FETCHING)
-    out.append(fx.SetTimer(fetch_timer(rs.tp), 0))
+    out.append(fx.SetTimer(FetchTimer(rs.tp), 0))
     return rs, out
 
 
@@ -369,14 +362,14 @@ def on_fetch_response(
 ) -> tuple[ReplicaState, Effects]:
     if not _answer_for_us(rs, resp.current_leader_epoch) or rs.fetch_state != FetchState.FETCHING:
         return rs, []
-    out: Effects = [fx.CancelTimer(fetch_timeout_timer(rs.tp))]
+    out: Effects = [fx.CancelTimer(FetchTimeoutTimer(rs.tp))]
     rs = rs._replace(fetch_in_flight=False)
     if resp.error in (Errors.OFFSET_OUT_OF_RANGE,) or resp.diverging:
         # Our log does not line up with the leader's: find the divergence point again.
-        out.append(fx.SetTimer(fetch_timer(rs.tp), 0))
+        out.append(fx.SetTimer(FetchTimer(rs.tp), 0))
         return rs._replace(fetch_state=FetchState.TRUNCATING), out
     if resp.error != Errors.NONE or resp.fetch_offset != rs.log_end_offset:
-        out.append(fx.SetTimer(fetch_timer(rs.tp), cfg.replica_fetch_backoff_ms))
+        out.append(fx.SetTimer(FetchTimer(rs.tp), cfg.replica_fetch_backoff_ms))
         return rs, out
     epochs = rs.epochs
     leo = rs.log_end_offset
@@ -400,7 +393,7 @@ def on_fetch_response(
     if hw != rs.high_watermark:
         out.append(fx.CheckpointHighWatermark(rs.tp, hw))
     delay = 0 if resp.batches else cfg.replica_fetch_wait_max_ms
-    out.append(fx.SetTimer(fetch_timer(rs.tp), delay))
+    out.append(fx.SetTimer(FetchTimer(rs.tp), delay))
     return rs._replace(epochs=epochs, log_end_offset=leo, high_watermark=hw,
                        producers=producers), out
 
@@ -438,6 +431,7 @@ def on_offset_for_leader_epoch_request(
         requested_epoch=req.leader_epoch,
         leader_epoch=epoch,
         end_offset=end,
+        request_id=req.request_id,
     )
     return rs, [fx.Send(req.replica_id, resp)]
 
@@ -483,6 +477,7 @@ def on_fetch_request(
         log_start_offset=rs.log_start_offset,
         end_offset=end,
         diverging=diverging,
+        request_id=req.request_id,
     )
     out.append(fx.Send(req.replica_id, resp))
     return rs, out
@@ -497,7 +492,7 @@ def _update_follower(
     out: Effects = []
     if fetch_offset >= rs.log_end_offset:
         # Caught up now: the lag clock restarts (lastCaughtUpTimeMs := now).
-        out.append(fx.SetTimer(lag_timer(rs.tp, follower), cfg.replica_lag_time_max_ms))
+        out.append(fx.SetTimer(ReplicaLagTimer(rs.tp, follower), cfg.replica_lag_time_max_ms))
     if follower not in rs.isr and rs.pending_isr is None and can_expand_isr(
         fetch_offset,
         rs.high_watermark,
@@ -558,11 +553,11 @@ def on_lag_timer(
         # runs every replica.lag.time.max.ms / 2 and skips while an update is pending). Dropping
         # the timer here left a second lagging follower in the ISR for good when two stopped
         # fetching together (a partition, a crash): the HW then waited for it forever.
-        return rs, [fx.SetTimer(lag_timer(rs.tp, follower),
+        return rs, [fx.SetTimer(ReplicaLagTimer(rs.tp, follower),
                                 max(1, cfg.replica_lag_time_max_ms // 2))]
     leo = dict(rs.followers).get(follower)
     if not is_out_of_sync(leo, rs.log_end_offset, lag_time_expired=True):
-        return rs, [fx.SetTimer(lag_timer(rs.tp, follower), cfg.replica_lag_time_max_ms)]
+        return rs, [fx.SetTimer(ReplicaLagTimer(rs.tp, follower), cfg.replica_lag_time_max_ms)]
     new_isr = tuple(r for r in rs.isr if r != follower)
     return _propose_isr(rs, new_isr)
 
@@ -604,7 +599,7 @@ def _complete_purgatory(
             waiting.append(p)
             continue
         error = Errors.NONE if ok else Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-        out.append(fx.CancelTimer(produce_timeout_timer(rs.tp, p.request_id)))
+        out.append(fx.CancelTimer(ProduceTimeoutTimer(rs.tp, p.request_id)))
         out.append(fx.ProduceReply(p.request_id, rs.tp, error, p.base_offset))
     return rs._replace(purgatory=tuple(waiting)), out
 
@@ -659,7 +654,7 @@ def on_produce(
             pending = PendingProduce(request_id, verdict.duplicate_of + record_count,
                                      verdict.duplicate_of)
             rs = rs._replace(purgatory=(*rs.purgatory, pending))
-            timer = fx.SetTimer(produce_timeout_timer(rs.tp, request_id), timeout_ms)
+            timer = fx.SetTimer(ProduceTimeoutTimer(rs.tp, request_id), timeout_ms)
             return _complete_purgatory(rs, [timer], cfg)
     base = rs.log_end_offset
     epochs = assign_epoch(rs.epochs, rs.leader_epoch, base)
@@ -679,7 +674,7 @@ log_end_offset=base + record_count, epochs=epochs, producers=producers
     if acks == -1:
         pending = PendingProduce(request_id, base + record_count, base)
         rs = rs._replace(purgatory=(*rs.purgatory, pending))
-        out.append(fx.SetTimer(produce_timeout_timer(rs.tp, request_id), timeout_ms))
+        out.append(fx.SetTimer(ProduceTimeoutTimer(rs.tp, request_id), timeout_ms))
         return _maybe_advance_hw(rs, out, cfg)
     out += reply(Errors.NONE, base)
     return _maybe_advance_hw(rs, out, cfg)

@@ -34,17 +34,54 @@ import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from harness.history import JsonlWriter, read_jsonl
+from harness.probe import LiveProbe
 from harness.runtime.base import Runtime
-from harness.topic_settings import TopicSettings, sample_cluster
+from harness.topic_settings import sample_cluster
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from harness.clients.logs import ClientLogs
+    from harness.history import Op
+    from harness.workloads.queue import QueueOpts, QueueRun
+    from harness.workloads.recorder import Recorder
+    from harness.workloads.register import RegisterRun
+    from nemesis.faults import Fault, LeaderOf
+    from nemesis.packages import Package
+    from nemesis.port import Cluster
+    from nemesis.runner import NemesisRunner
+    from nemesis.schedule import Step
 
 log = logging.getLogger(__name__)
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_ERROR = 0, 1, 2, 3
-PROBE_INTERVAL_S = 1.0
-ISR_CHANGES_MAX = 5000
+
+Json = dict[str, object]  # a JSON object: options.json, results.json and their parts
+
+
+class ProgressSample(TypedDict):
+    """What the terminal's progress line is fed every half second."""
+
+    ops: int
+    counts: dict[str, int]  # completed ops by type (ok, fail, info)
+    nemesis: str | None  # the latest fault
+    remaining_s: float
+    client_errors: int
+
+
+Progress = Callable[[ProgressSample], None]
+
+
+class Victims(TypedDict, total=False):
+    """A scripted round's targets (see `_victims`)."""
+
+    X: str
+    Y: str
+    partitions: int
+    exposed: int
 
 
 @dataclass(frozen=True)
@@ -139,7 +176,7 @@ class CampaignOptions:
 
         check_options(self)  # every other value (issue #16)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> Json:
         d = dataclasses.asdict(self)
         d["store"] = str(self.store)
         d["recipe"] = None if self.recipe is None else str(self.recipe)
@@ -192,109 +229,6 @@ def new_run_dir(store: Path, name: str, now: datetime.datetime | None = None) ->
 
 
 # ---------------------------------------------------------------------------------------
-# live invariant probes
-
-
-class LiveProbe(threading.Thread):
-    """Samples `/replicas` of every broker and checks what a live cluster can show of
-    `spec.invariants` (a sample is one broker at one time, so only per-broker facts and
-    facts that must hold across any two samples are checked):
-
-    - high_watermark_le_log_end: HW <= LEO on every replica;
-    - log_end_matches_disk: the core's LEO equals the store's;
-    - leader_epoch_monotonic / controller_epoch_monotonic: per broker, across samples of the
-      same process (a restart starts over, as in Kafka: the broker relearns them);
-    - single_leader_per_epoch: two brokers never claim leadership of a partition in the same
-      leader epoch (across all samples of the run).
-
-    It also keeps the ISR each leader reported whenever it changed (`isr`: time on the
-    history's clock, partition, leader, leader epoch, ISR; at most ISR_CHANGES_MAX), so a
-    shrink under a fault shows in results.json next to the fault's window.
-    """
-
-    def __init__(self, runtime: Runtime | None, stop: threading.Event,
-                 clock_ns: Callable[[], int] | None = None) -> None:
-        super().__init__(name="live-probe", daemon=True)
-        self.runtime = runtime
-        self.stop_event = stop
-        self.clock_ns = clock_ns or time.monotonic_ns
-        self.samples = 0
-        self.isr_changes: list[dict[str, Any]] = []
-        self._isr: dict[tuple[str, int], tuple[int, int, tuple[int, ...]]] = {}
-        self.violations: list[dict[str, Any]] = []
-        self._leaders: dict[tuple[str, int, int], int] = {}
-        self._last: dict[tuple[str, int], tuple[int, int]] = {}  # (node, pid) -> epochs
-        self._last_replica: dict[tuple[str, int, str, int], int] = {}
-        # the replication settings the leaders reported, per topic (results: topic_settings)
-        self.settings = TopicSettings(lambda t: not t.startswith("__"))
-
-    def _violate(self, name: str, **detail: Any) -> None:
-        if len(self.violations) < 1000:
-            self.violations.append({"invariant": name, **detail})
-
-    def check(self, node: str, s: Mapping[str, Any]) -> None:
-        self.settings.add(s)
-        pid = int(s.get("pid", 0))
-        key = (node, pid)
-        cepoch = int(s["controller_epoch"])
-        prev = self._last.get(key)
-        if prev is not None and cepoch < prev[0]:
-            self._violate("controller_epoch_monotonic", node=node, was=prev[0], now=cepoch)
-        self._last[key] = (cepoch, 0)
-        for r in s["replicas"]:
-            tp = (r["topic"], int(r["partition"]))
-            if r["high_watermark"] > r["log_end_offset"]:
-                self._violate("high_watermark_le_log_end", node=node, tp=tp,
-                              hw=r["high_watermark"], leo=r["log_end_offset"])
-            store_leo = r.get("store_log_end_offset")
-            if store_leo is not None and store_leo != r["log_end_offset"]:
-                self._violate("log_end_matches_disk", node=node, tp=tp,
-                              core=r["log_end_offset"], store=store_leo)
-            rkey = (node, pid, *tp)
-            epoch = int(r["leader_epoch"])
-            last = self._last_replica.get(rkey)
-            if last is not None and epoch < last:
-                self._violate("leader_epoch_monotonic", node=node, tp=tp, was=last, now=epoch)
-            self._last_replica[rkey] = epoch
-            if r["role"] == "leader":
-                self._note_isr(tp, int(s["broker_id"]), epoch, r.get("isr", ()))
-                claim = (*tp, epoch)
-                me = int(s["broker_id"])
-                other = self._leaders.setdefault(claim, me)
-                if other != me:
-                    self._violate("single_leader_per_epoch", tp=tp, leader_epoch=epoch,
-                                  leaders=sorted({other, me}))
-
-    def _note_isr(self, tp: tuple[str, int], leader: int, epoch: int, isr: Any) -> None:
-        now = (leader, epoch, tuple(sorted(int(b) for b in isr)))
-        if self._isr.get(tp) == now or len(self.isr_changes) >= ISR_CHANGES_MAX:
-            return
-        self._isr[tp] = now
-        self.isr_changes.append({"time_ns": self.clock_ns(), "topic": tp[0],
-                                 "partition": tp[1], "leader": leader, "leader_epoch": epoch,
-                                 "isr": list(now[2])})
-
-    def run(self) -> None:
-        if self.runtime is None:
-            return
-        while not self.stop_event.wait(PROBE_INTERVAL_S):
-            for node in self.runtime.nodes:
-                try:
-                    s = self.runtime.replica_states(node, timeout_s=1.0)
-                except Exception:
-                    continue  # down, paused or partitioned: nothing to sample
-                self.samples += 1
-                try:
-                    self.check(node, s)
-                except (KeyError, TypeError, ValueError) as e:
-                    self._violate("probe_format", node=node, error=str(e))
-
-    def result(self) -> dict[str, Any]:
-        return {"samples": self.samples, "violations": self.violations,
-                "valid?": not self.violations, "isr": self.isr_changes}
-
-
-# ---------------------------------------------------------------------------------------
 # the campaign
 
 
@@ -304,7 +238,7 @@ class CampaignResult:
     exit_code: int
     verdict: str
     bad: list[str]
-    results: dict[str, Any]
+    results: Json
 
 
 def _runtime(opts: CampaignOptions, run_dir: Path) -> Runtime:
@@ -325,7 +259,7 @@ def _runtime(opts: CampaignOptions, run_dir: Path) -> Runtime:
     return LocalRuntime(run_dir / "cluster", opts.brokers, opts.server_properties(), opts.bugs)
 
 
-def _package(opts: CampaignOptions) -> Any:
+def _package(opts: CampaignOptions) -> Package:
     from nemesis import packages as p
 
     if opts.scenario is not None and opts.bootstrap is None:
@@ -334,7 +268,7 @@ def _package(opts: CampaignOptions) -> Any:
     if not opts.nemesis_targets:
         return p.package_for(names, opts.nemesis_interval_s, opts.rotate_period_s)
     # package_for with the node faults aimed at `nemesis_targets`
-    targeted: dict[str, Callable[..., Any]] = {
+    targeted: dict[str, Callable[..., Package]] = {
         "kill": p.kill_package, "pause": p.pause_package, "wipe": p.wipe_package,
         "lose-unflushed": p.lose_unflushed_package, "corrupt": p.corrupt_package,
         "restart": p.clean_restart_package}
@@ -387,7 +321,7 @@ SCENARIOS: dict[str, str] = {
 SLOW_FOLLOWER_LATENCY_MS = 2000
 
 
-def _victims(runtime: Runtime, prefix: str, scenario: str) -> dict[str, Any]:
+def _victims(runtime: Runtime, prefix: str, scenario: str) -> Victims:
     """{"X": node, "Y": node, "partitions": n, "exposed": m} for `scenario` (see SCENARIOS),
     from every broker's replica states: of the `prefix*` partitions led by X, n are ones where
     the round can hurt (crash-leader-then-successor: Y is the successor; -then-follower: Y a
@@ -458,11 +392,10 @@ def _victims(runtime: Runtime, prefix: str, scenario: str) -> dict[str, Any]:
     return {"X": node_name(-x), "Y": node_name(-y), "partitions": n, "exposed": m}
 
 
-def _scenario(opts: CampaignOptions) -> Any:
+def _scenario(opts: CampaignOptions) -> Package:
     from nemesis import schedule
     from nemesis.executor import execute
     from nemesis.faults import (
-        Fault,
         HealNetwork,
         KillNode,
         LeaderOf,
@@ -485,11 +418,14 @@ def _scenario(opts: CampaignOptions) -> Any:
         prefix = RegisterOpts().topic
     # kills of X or Y, which are chosen when the round's first kill runs
     kill = {v: KillNode((v,)) for v in ("X", "Y")}
-    picked: dict[str, Any] = {}
+    picked: list[Victims] = [{}]  # this round's targets, chosen at its first kill
 
-    def executor(fault: Any, runtime: Any, rng: random.Random, focus: Any) -> Any:
+    def executor(fault: Fault, runtime: Cluster, rng: random.Random,
+                 focus: LeaderOf | None) -> object:
         for v, k in kill.items():
             if fault == k:
+                if not isinstance(runtime, Runtime):
+                    return {"error": "scripted scenarios need a cluster runtime"}
                 if v == "X":
                     # wait (bounded) for a moment when the crash can hurt: committed records
                     # exposed (see `_victims`), else at least partitions it would hit. Alone
@@ -497,18 +433,17 @@ def _scenario(opts: CampaignOptions) -> Any:
                     # the clients yet (timed out): there, wait for a few.
                     need = 3 if scenario == "isolated-leaders-crash" else 1
                     end = time.monotonic() + 15.0
-                    picked.clear()
-                    picked.update(_victims(runtime, prefix, scenario))
-                    while picked.get("exposed", 0) < need and time.monotonic() < end:
+                    picked[0] = _victims(runtime, prefix, scenario)
+                    while picked[0].get("exposed", 0) < need and time.monotonic() < end:
                         time.sleep(0.1)
                         got = _victims(runtime, prefix, scenario)
-                        if got.get("partitions") or not picked.get("partitions"):
-                            picked.clear()
-                            picked.update(got)
-                if v not in picked:
-                    return {"error": f"no target: no {v}", "picked": dict(picked)}
-                killed = execute(KillNode((picked[v],)), runtime, rng, focus)
-                return {"picked": dict(picked),
+                        if got.get("partitions") or not picked[0].get("partitions"):
+                            picked[0] = got
+                target = picked[0].get("X") if v == "X" else picked[0].get("Y")
+                if target is None:
+                    return {"error": f"no target: no {v}", "picked": dict(picked[0])}
+                killed = execute(KillNode((target,)), runtime, rng, focus)
+                return {"picked": dict(picked[0]),
                         **(killed if isinstance(killed, dict) else {"result": killed})}
         return execute(fault, runtime, rng, focus)
 
@@ -529,7 +464,7 @@ def _scenario(opts: CampaignOptions) -> Any:
         steps = [(1.0, apart), (i, kill["X"]), (1.0, HealNetwork()), (0.0, StartNode()),
                  (3.0, HealNetwork())]
 
-    def gen(_rng: random.Random) -> Any:
+    def gen(_rng: random.Random) -> Iterator[Step]:
         while True:
             for delay, fault in steps:
                 yield schedule.Step(delay, fault)
@@ -540,7 +475,7 @@ def _scenario(opts: CampaignOptions) -> Any:
 
 
 def run_campaign(opts: CampaignOptions,
-                 progress: Callable[[dict[str, Any]], None] | None = None) -> CampaignResult:
+                 progress: Progress | None = None) -> CampaignResult:
     seed = opts.seed if opts.seed is not None else random.SystemRandom().randrange(2**31)
     opts = dataclasses.replace(opts, seed=seed)
     run_dir = new_run_dir(opts.store, opts.name)
@@ -551,13 +486,13 @@ def run_campaign(opts: CampaignOptions,
     from harness.clients.logs import ClientLogs
 
     client_logs = ClientLogs(run_dir / "logs" / "clients.log").open()
-    results: dict[str, Any] = {"seed": seed, "options": opts.to_json()}
+    results: Json = {"seed": seed, "options": opts.to_json()}
     runtime = None
     try:
         runtime = _runtime(opts, run_dir)
         runtime.start()
         results["bootstrap"] = runtime.bootstrap
-        results["capabilities"] = getattr(runtime, "capabilities", lambda: {})()
+        results["capabilities"] = runtime.capabilities()
         _main_phase(opts, runtime, run_dir, results, progress, client_logs)
     except KeyboardInterrupt:
         results["error"] = "interrupted"
@@ -585,9 +520,8 @@ def run_campaign(opts: CampaignOptions,
         handler.close()
 
 
-def _main_phase(opts: CampaignOptions, runtime: Runtime, run_dir: Path, results: dict[str, Any],
-                progress: Callable[[dict[str, Any]], None] | None,
-                client_logs: Any = None) -> None:
+def _main_phase(opts: CampaignOptions, runtime: Runtime, run_dir: Path, results: Json,
+                progress: Progress | None, client_logs: ClientLogs | None = None) -> None:
     from harness.workloads.recorder import Recorder
     from nemesis.runner import heal_all, run_nemesis
 
@@ -607,13 +541,14 @@ def _main_phase(opts: CampaignOptions, runtime: Runtime, run_dir: Path, results:
 
     nemesis = run_nemesis(runtime, package, recorder.nemesis, nemesis_stop, deadline,
                           seed=opts.seed, focus=focus, final=True)
-    results["nemesis"] = {"package": package.name, "fs": sorted(package.fs)}
+    nemesis_info: Json = {"package": package.name, "fs": sorted(package.fs)}
+    results["nemesis"] = nemesis_info
 
     def before_final() -> None:
         nemesis_stop.set()
         nemesis.join(120)
         if nemesis.error is not None:
-            results["nemesis"]["error"] = f"{type(nemesis.error).__name__}: {nemesis.error}"
+            nemesis_info["error"] = f"{type(nemesis.error).__name__}: {nemesis.error}"
         if opts.bootstrap is None:
             heal_all(runtime, recorder.nemesis)
 
@@ -633,7 +568,7 @@ def _main_phase(opts: CampaignOptions, runtime: Runtime, run_dir: Path, results:
         else:
             rrun = _run_register(opts, runtime.bootstrap, recorder, stop, deadline)
             before_final()
-            results["workload"] = {"errors": list(getattr(rrun, "errors", []))}
+            results["workload"] = {"errors": list(rrun.errors)}
     finally:
         abort.set()
         nemesis_stop.set()
@@ -659,7 +594,7 @@ def _workload_topic(opts: CampaignOptions) -> Callable[[str], bool]:
     return lambda t: t == name
 
 
-def _focus(opts: CampaignOptions) -> Any:
+def _focus(opts: CampaignOptions) -> LeaderOf | None:
     if not opts.target_leader or opts.workload != "queue":
         return None
     from nemesis.faults import LeaderOf
@@ -667,7 +602,7 @@ def _focus(opts: CampaignOptions) -> Any:
     return LeaderOf(f"{_queue_opts(opts).topic_prefix}0", 0)
 
 
-def _queue_opts(opts: CampaignOptions) -> Any:
+def _queue_opts(opts: CampaignOptions) -> QueueOpts:
     from harness.workloads.queue import QueueOpts
 
     return QueueOpts(
@@ -680,17 +615,17 @@ def _queue_opts(opts: CampaignOptions) -> Any:
     )
 
 
-def _run_queue(opts: CampaignOptions, bootstrap: str, recorder: Any, stop: threading.Event,
-               deadline: float, before_final: Callable[[], None], abort: threading.Event
-               ) -> Any:
+def _run_queue(opts: CampaignOptions, bootstrap: str, recorder: Recorder,
+               stop: threading.Event, deadline: float, before_final: Callable[[], None],
+               abort: threading.Event) -> QueueRun:
     from harness.workloads.queue import run_queue
 
     return run_queue(bootstrap, _queue_opts(opts), recorder, stop, deadline,
                      before_final=before_final, abort=abort)
 
 
-def _run_register(opts: CampaignOptions, bootstrap: str, recorder: Any,
-                  stop: threading.Event, deadline: float) -> Any:
+def _run_register(opts: CampaignOptions, bootstrap: str, recorder: Recorder,
+                  stop: threading.Event, deadline: float) -> RegisterRun:
     from harness.workloads.register import RegisterOpts, run_register
 
     ropts = RegisterOpts(concurrency=opts.concurrency, rate=opts.rate,
@@ -703,9 +638,9 @@ def _run_register(opts: CampaignOptions, bootstrap: str, recorder: Any,
 class _Reporter(threading.Thread):
     """Feeds the progress display: op counts by type, the nemesis's latest fault."""
 
-    def __init__(self, recorder: Any, nemesis: Any, deadline: float,
-                 progress: Callable[[dict[str, Any]], None] | None,
-                 stop: threading.Event, client_logs: Any = None) -> None:
+    def __init__(self, recorder: Recorder, nemesis: NemesisRunner, deadline: float,
+                 progress: Progress | None, stop: threading.Event,
+                 client_logs: ClientLogs | None = None) -> None:
         super().__init__(name="progress", daemon=True)
         self.recorder, self.nemesis, self.deadline = recorder, nemesis, deadline
         self.progress, self.stop_event = progress, stop
@@ -715,10 +650,10 @@ class _Reporter(threading.Thread):
         if self.progress is None:
             return
         counts: dict[str, int] = {}
-        fault = None
+        fault: str | None = None
         seen = 0
         while not self.stop_event.wait(0.5):
-            ops = self.recorder.ops() if getattr(self.recorder, "keep", True) else []
+            ops = self.recorder.ops() if self.recorder.keep else []
             for op in ops[seen:]:
                 if op.process == "nemesis":
                     fault = f"{op.f} {json.dumps(op.value, default=str)[:60]}"
@@ -727,11 +662,11 @@ class _Reporter(threading.Thread):
             seen = len(ops)
             self.progress({"ops": seen, "counts": dict(counts), "nemesis": fault,
                            "remaining_s": max(0.0, self.deadline - time.monotonic()),
-                           "client_errors": getattr(self.client_logs, "errors", 0)})
+                           "client_errors": 0 if self.client_logs is None
+                           else self.client_logs.errors})
 
 
-def _conclude(opts: CampaignOptions, run_dir: Path, results: dict[str, Any]
-              ) -> CampaignResult:
+def _conclude(opts: CampaignOptions, run_dir: Path, results: Json) -> CampaignResult:
     from harness.checkers import check
     from harness.checkers.policy import QueuePolicy, run_verdict
 
@@ -765,6 +700,12 @@ def _conclude(opts: CampaignOptions, run_dir: Path, results: dict[str, Any]
     return CampaignResult(run_dir, code, verdict, bad, results)
 
 
+def _part(results: Json, key: str) -> Json:
+    """results[key] when it is a JSON object, else an empty one."""
+    found = results.get(key)
+    return found if isinstance(found, dict) else {}
+
+
 def _file_handler(path: Path) -> logging.Handler:
     h = logging.FileHandler(path)
     h.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -772,7 +713,7 @@ def _file_handler(path: Path) -> logging.Handler:
     return h
 
 
-def _write_columnar(history: Any, run_dir: Path) -> None:
+def _write_columnar(history: list[Op], run_dir: Path) -> None:
     """history.parquet beside history.jsonl: harness.history's fixed schema plus the queue
     checker's int side columns (harness.checkers.columnar); never fails the run."""
     try:

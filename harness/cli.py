@@ -448,7 +448,7 @@ def campaign_cmd(
     under faults, heals, reads everything back, checks the history and
     writes store/NAME/TIME/report.html (client libraries' logs go to
     logs/clients.log there)."""
-    from harness.campaign import EXIT_ERROR, CampaignOptions, run_campaign
+    from harness.campaign import EXIT_ERROR, CampaignOptions, ProgressSample, run_campaign
     from harness.preflight import check_bootstrap_reachable, check_zookeeper
     from harness.report.progress import Progress
 
@@ -496,8 +496,11 @@ def campaign_cmd(
         if repeat > 1:
             opts = dataclasses.replace(opts, seed=base + i)
         with Progress(opts.time_limit_s, title=f"{opts.name} / {faults}") as progress:
-            result = run_campaign(opts, progress=lambda s, p=progress: p.update(
-                s["counts"], nemesis_state=s["nemesis"], client_errors=s.get("client_errors")))
+            def show(s: ProgressSample, p: Progress = progress) -> None:
+                p.update(s["counts"], nemesis_state=s["nemesis"],
+                         client_errors=s["client_errors"])
+
+            result = run_campaign(opts, progress=show)
         typer.echo(f"{result.verdict.upper()}: {result.run_dir / 'report.html'}")
         if result.bad:
             typer.echo(f"anomalies outside the policy: {', '.join(result.bad)}")

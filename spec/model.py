@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 from dataclasses import dataclass
+from typing import assert_never
 
 from core import effects as fx
 from core import events as ev
@@ -31,6 +32,7 @@ from core.messages import (
 from core.node import BrokerState, DurableReplica, init, recover, step
 from core.replica import ReplicaState
 from core.rules.epochs import truncate_epochs
+from core.timers import LeaderImbalanceTimer, ProduceTimeoutTimer, TimerKey
 from core.types import NO_LEADER, Errors, LeaderIsr, LiveBroker, Role
 from spec.world import TP, Disk, Ghost, InFlight, Node, PendingWrite, Record, World, Zk
 
@@ -39,7 +41,7 @@ Action = tuple[object, ...]
 # Timers the model never fires: a produce timeout only turns a pending request into an error
 # reply. The auto-rebalance timer fires only when `Bounds.rebalance` is on: it elects the
 # preferred (first assigned) replica, which makes the model asymmetric in broker ids.
-_QUIET_TIMERS = ("produce_timeout",)
+_QUIET_TIMERS = (ProduceTimeoutTimer,)
 _SHUTDOWN_RESPONSE = "ControlledShutdownResponse"  # what `_kind` names it
 
 
@@ -105,7 +107,7 @@ class _Builder:
         self.nodes = w.nodes
         self.states = [n.state for n in w.nodes]
         self.disks = [n.disk for n in w.nodes]
-        self.timers: list[set[tuple[object, ...]] | None] = [None] * len(w.nodes)
+        self.timers: list[set[TimerKey] | None] = [None] * len(w.nodes)
         self.inboxes = [n.inbox for n in w.nodes]
         self.zk = w.zk
         self.network = list(w.network)
@@ -128,7 +130,7 @@ class _Builder:
     def alive(self, i: int) -> bool:
         return self.states[i] is not None
 
-    def timer_set(self, i: int) -> set[tuple[object, ...]]:
+    def timer_set(self, i: int) -> set[TimerKey]:
         t = self.timers[i]
         if t is None:
             t = self.timers[i] = set(self.nodes[i].timers)
@@ -370,7 +372,8 @@ class Model:
             if not node.alive:
                 continue
             for key in sorted(node.timers, key=repr):
-                if key[0] in _QUIET_TIMERS or (key[0] == "rebalance" and not b.rebalance):
+                if isinstance(key, _QUIET_TIMERS) or (
+                        isinstance(key, LeaderImbalanceTimer) and not b.rebalance):
                     continue
                 out += self._act(w, ("timer", i, repr(key)), i, ev.TimerFired(key),
                                  disarm=key)
@@ -601,7 +604,7 @@ class Model:
         node: int,
         event: ev.Event,
         pop_inbox: bool = False,
-        disarm: tuple[object, ...] | None = None,
+        disarm: TimerKey | None = None,
     ) -> list[tuple[Action, World]]:
         bld = _Builder(w)
         if pop_inbox:
@@ -716,9 +719,12 @@ class Model:
                     self._zk_write(bld, i, e, queue)
             case fx.ZkNotifyIsrChange():
                 self._notify_controller_isr(bld, queue)
+            case fx.ConsumerFetchReply() | fx.DeletePartition():
+                pass  # no model consequence: consumers are not modelled, one partition stays
+            case fx.ZkDeleteTopic() | fx.Choose():  # no topic deletion; _effects branches
+                raise ValueError(f"the model cannot apply {e!r}")
             case _:
-                # Replies to consumers and ListOffsets, DeletePartition: no model consequence.
-                pass
+                assert_never(e)
 
     # ----------------------------------------------------------------------------------
     # network

@@ -9,12 +9,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from core.config import Bugs, ProtocolConfig
 from core.replica import ReplicaState
-from core.types import NO_LEADER, Role
+from core.timers import (
+    FetchTimeoutTimer,
+    FetchTimer,
+    LeaderImbalanceTimer,
+    ProduceTimeoutTimer,
+    ReplicaLagTimer,
+    TimerKey,
+)
+from core.types import NO_LEADER, Role, TopicPartition
 from spec.model import Action, Bounds
 from spec.world import TP, Node, World
 
@@ -67,17 +76,47 @@ def describe_action(action: Action) -> str:
 
 
 def _timer_text(key: str) -> str:
-    """A timer's key (as the action recorded it) in Kafka's words."""
-    if key.startswith("('fetch_timeout'"):
+    """A timer's key (as the action recorded it: the key's repr) in Kafka's words."""
+    if key.startswith("FetchTimeoutTimer("):
         return "the fetch request timeout (request.timeout.ms)"
-    if key.startswith("('fetch'"):
+    if key.startswith("FetchTimer("):
         return "the replica fetcher's next fetch"
-    if key.startswith("('lag'"):
-        follower = key.rstrip(")").rsplit(",", 1)[-1].strip()
+    if key.startswith("ReplicaLagTimer("):
+        follower = key.rstrip(")").rsplit("follower=", 1)[-1]
         return f"replica.lag.time.max.ms for follower {follower}"
-    if key.startswith("('rebalance'"):
+    if key.startswith("LeaderImbalanceTimer("):
         return "the auto leader rebalance check"
     return f"timer {key}"
+
+
+def _legacy_timer_label(key: str) -> str:
+    """Traces saved before timer keys had types recorded them as string tuples
+    ("('lag', TopicPartition(topic='t', partition=0), 1)"): the repr of the typed key now."""
+    if key == "('rebalance',)":
+        return repr(LeaderImbalanceTimer())
+    m = _LEGACY_TIMER.fullmatch(key)
+    if m is None:
+        return key
+    t = TopicPartition(m["topic"], int(m["partition"]))
+    keys: dict[str, TimerKey] = {"fetch": FetchTimer(t), "fetch_timeout": FetchTimeoutTimer(t)}
+    if m["rest"] is not None:
+        keys["lag"] = ReplicaLagTimer(t, int(m["rest"]))
+        keys["produce_timeout"] = ProduceTimeoutTimer(t, int(m["rest"]))
+    typed = keys.get(m["kind"])
+    return key if typed is None else repr(typed)
+
+
+_LEGACY_TIMER = re.compile(
+    r"\('(?P<kind>\w+)', TopicPartition\(topic='(?P<topic>[^']*)', "
+    r"partition=(?P<partition>\d+)\)(?:, (?P<rest>-?\d+))?\)"
+)
+
+
+def _upgrade(action: Action) -> Action:
+    if len(action) >= 3 and action[0] == "timer" and isinstance(action[2], str):
+        return (*action[:2], _legacy_timer_label(action[2]), *action[3:])
+    return action
+
 
 
 def describe_changes(before: World, after: World) -> list[str]:
@@ -160,6 +199,6 @@ def load(path: Path) -> tuple[ProtocolConfig, Bounds, list[Action], tuple[str, s
     bugs = Bugs(**{name: True for name in header["bugs"]})
     config = ProtocolConfig(**header["config"], bugs=bugs)
     bounds = Bounds(**header["bounds"])
-    actions = [_tuples(json.loads(line)) for line in lines[1:] if line.strip()]
+    actions = [_upgrade(_tuples(json.loads(line))) for line in lines[1:] if line.strip()]
     v = header.get("violation")
     return config, bounds, actions, (v[0], v[1]) if v else None

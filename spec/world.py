@@ -12,6 +12,7 @@ from core.effects import ZkWritePartitionState
 from core.messages import Message
 from core.node import BrokerState
 from core.rules.epochs import EpochEntry
+from core.timers import TimerKey
 from core.types import NO_LEADER, LeaderIsr, LiveBroker, TopicPartition
 
 TP = TopicPartition("t", 0)
@@ -35,7 +36,7 @@ class Disk(NamedTuple):
 class Node(NamedTuple):
     state: BrokerState | None  # None while crashed
     disk: Disk
-    timers: frozenset[tuple[object, ...]] = frozenset()
+    timers: frozenset[TimerKey] = frozenset()
     # kinds of ZooKeeper watch that fired and the broker has not processed yet:
     # "controller", "brokers", "isr", "expired"
     inbox: tuple[str, ...] = ()

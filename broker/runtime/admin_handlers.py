@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker.config import BrokerConfig
-from broker.wire import Request, build, encode_response, response_class
+from broker.wire import Request, build, encode_response, request_fields, response_class
 
 if TYPE_CHECKING:
     from broker.runtime.server import Broker
@@ -168,7 +168,7 @@ def _broker_synonyms(key: str, values: Mapping[str, BrokerValue]
                      ) -> list[tuple[str, str | None, int]]:
     """``configSynonyms``: the settings in server.properties, then the defaults, of `key` and
     the synonyms of lower precedence (a broker key is not described by those above it)."""
-    group = next((g for g in _SYNONYM_GROUPS if key in g), (key,))
+    group: tuple[str, ...] = next((g for g in _SYNONYM_GROUPS if key in g), (key,))
     group = group[group.index(key):]
     found = [(k, values[k].value, STATIC_BROKER_CONFIG) for k in group
              if k in values and values[k].static]
@@ -230,7 +230,7 @@ def _result(rtype: int, name: str, code: int = 0, message: str | None = None,
 
 async def describe_configs(broker: Broker, req: Request) -> bytes:
     """The DescribeConfigs response frame for `req`."""
-    body = req.body
+    body = request_fields(req)
     synonyms = bool(getattr(body, "include_synonyms", False))
     results = []
     for r in body.resources:

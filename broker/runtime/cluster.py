@@ -31,7 +31,7 @@ from kio.schema.metadata.v1 import request as md_req
 
 from broker.runtime.proc import stop_process
 from broker.runtime.zkserver import ZooKeeperServer, free_port
-from broker.wire import decode_response, encode_request
+from broker.wire import DecodedResponse, decode_response, encode_request, response_fields
 
 STATE_FILE = "cluster.json"
 # glibc returns large freed buffers to the OS at once; on these VMs each page then faults in
@@ -70,9 +70,9 @@ def probe_metadata(host: str, port: int, timeout_s: float = 2.0) -> dict[str, An
             raise ClusterError(f"bad metadata response size {size}")
         payload = _recv_exact(s, size)
     resp = decode_response(payload, 3, 1)
-    if not hasattr(resp, "body"):
+    if not isinstance(resp, DecodedResponse):
         raise ClusterError(f"bad metadata response: {resp}")
-    b = resp.body
+    b = response_fields(resp)
     return {
         "brokers": sorted(int(x.node_id) for x in b.brokers),
         "controller_id": int(b.controller_id),

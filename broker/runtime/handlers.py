@@ -33,6 +33,7 @@ from broker.wire import (
     build,
     encode_fetch_response,
     encode_response,
+    request_fields,
     response_class,
 )
 from broker.wire import FileRegion as WireRegion
@@ -179,7 +180,7 @@ class Apis:
                 "topic_authorized_operations": -2147483648}
 
     async def metadata(self, req: Request) -> bytes:
-        body = req.body
+        body = request_fields(req)
         v = req.api_version
         view = self.topics_view()
         live = {lb.broker_id for lb in self.node.state.live_brokers}
@@ -213,7 +214,7 @@ class Apis:
     # -- Produce ----------------------------------------------------------------------------
 
     async def produce(self, req: Request) -> Response:
-        body = req.body
+        body = request_fields(req)
         acks = int(body.acks)
         timeout_ms = max(0, int(body.timeout.total_seconds() * 1000))
         results: list[tuple[str, int, Any]] = []  # (topic, partition, future | (error, base))
@@ -309,7 +310,7 @@ class Apis:
     # -- Fetch ------------------------------------------------------------------------------
 
     async def fetch(self, req: Request) -> Response:
-        body = req.body
+        body = request_fields(req)
         if int(body.replica_id) >= 0:
             return await self.replica_fetch(req)
         loop = asyncio.get_running_loop()
@@ -384,7 +385,7 @@ class Apis:
     async def replica_fetch(self, req: Request) -> Response:
         """A follower's fetch: each partition through the core as a `FetchRequest` message,
         held (DelayedFetch) until new data or `max_wait` when nothing is there yet."""
-        body = req.body
+        body = request_fields(req)
         follower = int(body.replica_id)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0, body.max_wait.total_seconds())
@@ -400,7 +401,7 @@ class Apis:
                 msg = FetchRequest(follower, tp, int(p.fetch_offset),
                                    int(getattr(p, "current_leader_epoch", -1)),
                                    int(getattr(p, "last_fetched_epoch", -1)))
-                resp = self._ask(follower, msg, "FetchResponse")
+                resp = self._ask(follower, msg)
                 part, n = self._replica_part(tp, p, resp, size, int(body.max_bytes))
                 parts.append((tp, part))
                 size += n
@@ -437,13 +438,16 @@ class Apis:
                 if lg is None or lg.log_end_offset != int(p.fetch_offset):
                     return
 
-    def _ask(self, src: int, msg: Any, kind: str) -> Any:
-        fut = self.node.responses.expect((src, kind, msg.tp))
+    def _ask(self, src: int, msg: FetchRequest | OffsetForLeaderEpochRequest) -> Any:
+        """The core's response to a follower's request, matched by the request id given
+        here; None when the core sent none (a partition we do not host)."""
+        msg = dataclasses.replace(msg, request_id=self.node.new_request_id())
+        fut = self.node.responses.expect(msg.request_id)
         self.node.handle(ev.MessageReceived(src, msg))
         if fut.done():
             return fut.result()
-        self.node.responses.forget((src, kind, msg.tp), fut)
-        return None  # the core ignored it (a partition we do not host)
+        self.node.responses.forget(msg.request_id, fut)
+        return None
 
     def _replica_part(self, tp: TopicPartition, p: Any, resp: FetchResponse | None, size: int,
                       max_bytes: int) -> tuple[FetchPartitionResponse, int]:
@@ -471,7 +475,7 @@ class Apis:
 
     async def list_offsets(self, req: Request) -> bytes:
         topics = []
-        for t in req.body.topics:
+        for t in request_fields(req).topics:
             parts = []
             for p in t.partitions:
                 tp = TopicPartition(t.name, int(p.partition_index))
@@ -507,17 +511,16 @@ class Apis:
                 "old_style_offsets": []}
 
     async def offset_for_leader_epoch(self, req: Request) -> bytes:
-        src = int(getattr(req.body, "replica_id", -1))
+        src = int(getattr(request_fields(req), "replica_id", -1))
         topics = []
-        for t in req.body.topics:
+        for t in request_fields(req).topics:
             parts = []
             for p in t.partitions:
                 tp = TopicPartition(t.topic, int(p.partition))
                 msg = OffsetForLeaderEpochRequest(
                     src, tp, int(getattr(p, "current_leader_epoch", UNDEFINED_EPOCH)),
                     int(p.leader_epoch))
-                resp: OffsetForLeaderEpochResponse | None = self._ask(
-                    src, msg, "OffsetForLeaderEpochResponse")
+                resp: OffsetForLeaderEpochResponse | None = self._ask(src, msg)
                 if resp is None:
                     parts.append({"error_code": _code(3), "partition": tp.partition,
                                   "leader_epoch": -1, "end_offset": -1})
@@ -531,7 +534,7 @@ class Apis:
     # -- topics -----------------------------------------------------------------------------
 
     async def create_topics(self, req: Request) -> bytes:
-        body = req.body
+        body = request_fields(req)
         timeout_s = max(0.0, body.timeout.total_seconds())
         validate_only = bool(getattr(body, "validate_only", False))
         results = []
@@ -600,7 +603,7 @@ class Apis:
         return (0, None, n, rf, dict(enumerate(replicas)), cfg)
 
     async def delete_topics(self, req: Request) -> bytes:
-        body = req.body
+        body = request_fields(req)
         names = list(body.topic_names) if hasattr(body, "topic_names") and body.topic_names \
             else [t.name for t in getattr(body, "topics", ()) or ()]
         if self.b.zkd is None or self.b.zk is None or not self.b.cluster_id:  # still starting
@@ -633,7 +636,7 @@ class Apis:
     # -- producer ids -----------------------------------------------------------------------
 
     async def init_producer_id(self, req: Request) -> bytes:
-        body = req.body
+        body = request_fields(req)
         if body.transactional_id is not None:
             code, pid, epoch = TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1
         else:

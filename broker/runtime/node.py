@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
+import functools
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -58,6 +60,7 @@ from core.messages import (
 from core.node import BrokerState, DurableReplica, recover, replica, step
 from core.producer import ProducerTable, record_batch
 from core.rules.epochs import EpochEntry
+from core.timers import TimerKey
 from core.types import InvariantBroken, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -186,8 +189,8 @@ class Node:
             lambda dst, msg: self.send_to_peer(dst, msg), self._resolve_response)
         self.zookeeper: ZkEffects = zookeeper or CallbackZk(lambda e: self.zk_effect(e))
         self.replies = ReplyWaiters()
-        self.responses = ReplyWaiters()  # inbound inter-broker requests: (src, kind, tp)
-        self._timers: dict[tuple[object, ...], Cancellable] = {}
+        self.responses = ReplyWaiters()  # inbound inter-broker requests, by request id
+        self._timers: dict[TimerKey, Cancellable] = {}
         self._queue: collections.deque[ev.Event] = collections.deque()
         self._busy = False
         self._change: dict[TopicPartition, list[asyncio.Future[None]]] = {}
@@ -320,7 +323,7 @@ class Node:
                 if old is not None:
                     old.cancel()
                 # delay <= 0 runs as soon as the current work is done, in the order set
-                self._timers[key] = self.clock.call_later(delay, lambda: self._fire(key))
+                self._timers[key] = self.clock.call_later(delay, functools.partial(self._fire, key))
             case fx.CancelTimer(key=key):
                 old = self._timers.pop(key, None)
                 if old is not None:
@@ -337,7 +340,7 @@ class Node:
             case _:
                 raise NodeError(f"unknown effect {e!r}")
 
-    def _fire(self, key: tuple[object, ...]) -> None:
+    def _fire(self, key: TimerKey) -> None:
         self._timers.pop(key, None)
         self.handle(ev.TimerFired(key))
 
@@ -348,13 +351,12 @@ class Node:
         if dst == self.broker_id:
             self.handle(ev.MessageReceived(self.broker_id, msg))
             return
-        self.transport.send(dst, msg)
+        self.transport.send(dst, dataclasses.replace(msg, request_id=self.new_request_id()))
 
     def _resolve_response(self, dst: int, msg: Message) -> None:
-        """The live transport's answers: to the request handler waiting for them."""
-        kind = type(msg).__name__
-        tp = getattr(msg, "tp", None)
-        self.responses.resolve((dst, kind, tp), msg)
+        """The live transport's answers: to the request handler waiting for them (a request
+        a server read off the wire and numbered)."""
+        self.responses.resolve(msg.request_id, msg)
 
     def log(self, tp: TopicPartition) -> Log:
         lg = self.logs.get_log(tp.topic, tp.partition)

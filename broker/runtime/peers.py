@@ -5,11 +5,11 @@
   coalesced into one Kafka Fetch (v12, with `replica_id`) or OffsetForLeaderEpoch (v4)
   request per round, as Kafka's fetcher batches its partitions. The leader holds the fetch up
   to `replica.fetch.wait.max.ms` when it has nothing new. Responses become
-  `MessageReceived` events; a request that fails on the network is reported to the core as
-  its fetch timeout firing now (the core then backs off `replica.fetch.backoff.ms`).
+  `MessageReceived` events carrying the request's id; a request that fails on the network is
+  reported to the core as `SendFailed` (the core then backs off `replica.fetch.backoff.ms`).
 - `ControlChannel` (one per destination, Kafka's ControllerChannelManager): LeaderAndIsr,
   UpdateMetadata, StopReplica and ControlledShutdown in order, each retried until it is
-  answered or its destination leaves the cluster.
+  answered or its destination leaves the cluster (then it is reported as `SendFailed`).
 
 Outgoing connections bind to this broker's own address, so a nemesis can cut a pair of
 127.0.0.x hosts with source/destination rules. Every queue is bounded.
@@ -29,13 +29,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.offset_for_leader_epoch.v4 import request as ofle_req
+from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32
 
 from broker.recordbatch import HEADER_SIZE, unpack_header
 from broker.runtime.frames import FrameProtocol
 from broker.runtime.node import Node
 from broker.store.batch import validate_batch
-from broker.wire import FrameError, decode_response, encode_request
+from broker.wire import (
+    DecodedResponse,
+    FrameError,
+    decode_response,
+    encode_request,
+    response_fields,
+)
 from broker.wire import interbroker as ib
 from broker.wire._walk import Malformed
 from broker.wire.fast import (
@@ -59,7 +66,6 @@ from core.messages import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-from core.replica import fetch_timeout_timer
 from core.types import Errors, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -125,14 +131,14 @@ class Connection:
         self.close()
         local = (self.source_host, 0) if self.source_host else None
         loop = asyncio.get_running_loop()
-        _, conn = await asyncio.wait_for(
+        _, fresh = await asyncio.wait_for(
             loop.create_connection(
                 lambda: FrameProtocol(MAX_RESPONSE_BYTES, MIN_RESPONSE_FRAME_BYTES),
                 target.host, target.port, local_addr=local),
             self.timeout_s,
         )
-        self._conn, self._target = conn, target
-        sock = conn.get_extra_info("socket")
+        self._conn, self._target = fresh, target
+        sock = fresh.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -140,7 +146,7 @@ class Connection:
                 with contextlib.suppress(OSError):
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT,
                                     self.user_timeout_ms)
-        return conn
+        return fresh
 
     async def request(self, target: Endpoint, frame: bytes, timeout_s: float
                       ) -> bytes | bytearray:
@@ -233,8 +239,8 @@ class Fetcher:
             log.info("broker %d: fetch from %d failed: %s", self.node.broker_id, self.leader, e)
             with contextlib.suppress(PeerError):
                 await self.lookup(self.leader, True)  # refresh the endpoint next time
-            for tp in batch:
-                self.node.handle(ev.TimerFired(fetch_timeout_timer(tp)))
+            for m in batch.values():
+                self.node.handle(ev.SendFailed(self.leader, m))
 
     async def _offsets_for_leader_epoch(
         self, target: Endpoint, batch: dict[TopicPartition, OffsetForLeaderEpochRequest]
@@ -245,25 +251,27 @@ class Fetcher:
                 partition=i32(tp.partition), current_leader_epoch=i32(m.current_leader_epoch),
                 leader_epoch=i32(m.leader_epoch)))
         body = ofle_req.OffsetForLeaderEpochRequest(
-            replica_id=i32(self.node.broker_id),
-            topics=tuple(ofle_req.OffsetForLeaderTopic(topic=t, partitions=tuple(ps))
+            replica_id=BrokerId(self.node.broker_id),
+            topics=tuple(ofle_req.OffsetForLeaderTopic(topic=TopicName(t), partitions=tuple(ps))
                          for t, ps in by_topic.items()),
         )
         cid = self.conn.next_correlation_id()
         payload = await self.conn.request(target, encode_request(body, cid), self.timeout_s)
         resp = decode_response(payload, 23, OFLE_VERSION)
-        if not hasattr(resp, "body"):
+        if not isinstance(resp, DecodedResponse):
             raise PeerError(f"bad OffsetForLeaderEpoch response: {resp}")
-        for t in resp.body.topics:
+        for t in response_fields(resp).topics:
             for p in t.partitions:
                 tp = TopicPartition(t.topic, int(p.partition))
-                m = batch.get(tp)
-                if m is None:
+                asked = batch.get(tp)
+                if asked is None:
                     continue
+                m = asked
                 self.node.handle(ev.MessageReceived(self.leader, OffsetForLeaderEpochResponse(
                     tp=tp, error=_error(int(p.error_code.value)),
                     current_leader_epoch=m.current_leader_epoch, requested_epoch=m.leader_epoch,
-                    leader_epoch=int(p.leader_epoch), end_offset=int(p.end_offset))))
+                    leader_epoch=int(p.leader_epoch), end_offset=int(p.end_offset),
+                    request_id=m.request_id)))
 
     async def _fetch(self, target: Endpoint, batch: dict[TopicPartition, FetchRequest]) -> None:
         by_topic: dict[str, list[FetchPartitionRequest]] = {}
@@ -284,10 +292,10 @@ class Fetcher:
         for t in topics:
             for p in t.partitions:
                 tp = TopicPartition(t.topic, p.partition_index)
-                m = batch.get(tp)
-                if m is None:
+                wanted = batch.get(tp)
+                if wanted is None:
                     continue
-                self.node.handle(ev.MessageReceived(self.leader, _fetch_response(m, p)))
+                self.node.handle(ev.MessageReceived(self.leader, _fetch_response(wanted, p)))
 
 
 def _error(code: int) -> Errors:
@@ -330,7 +338,7 @@ def _fetch_response(m: FetchRequest, p: FetchedPartition) -> FetchResponse:
         log_start_offset=p.log_start_offset,
         end_offset=batches[-1].last_offset + 1 if batches else m.fetch_offset,
         diverging=p.diverging_end_offset != -1, batches=tuple(batches),
-        records=records[:pos] if batches else None,
+        records=records[:pos] if batches else None, request_id=m.request_id,
     )
 
 
@@ -413,6 +421,7 @@ class ControlChannel:
                 misses += 1
                 if misses > CONTROL_RETRIES_UNREGISTERED:
                     log.info("broker %d left: dropping %s", self.dst, type(msg).__name__)
+                    self.node.handle(ev.SendFailed(self.dst, msg))
                     return
             else:
                 try:
@@ -420,7 +429,7 @@ class ControlChannel:
                     api_key, frame = self._frame(msg, cid)
                     self.attempts += 1
                     payload = await self.conn.request(target, frame, timeout)
-                    self._answered(api_key, payload)
+                    self._answered(msg, api_key, payload)
                     return
                 except PeerError as e:  # the connection is closed: resend on a new one
                     misses += 1
@@ -429,14 +438,15 @@ class ControlChannel:
             await asyncio.sleep(delay)
             delay = min(delay * 2, CONTROL_BACKOFF_S[1])
 
-    def _answered(self, api_key: int, payload: bytes) -> None:
+    def _answered(self, request: Message, api_key: int, payload: bytes | bytearray) -> None:
         if api_key != 7:
             return  # the core does not wait for LeaderAndIsr/UpdateMetadata/StopReplica acks
         resp = ib.decode_interbroker_response(payload, api_key)
         if isinstance(resp, ib.InterbrokerResponse):
             msg = resp.controlled_shutdown()
             if isinstance(msg, ControlledShutdownResponse):
-                self.node.handle(ev.MessageReceived(self.dst, msg))
+                answer = dataclasses.replace(msg, request_id=request.request_id)
+                self.node.handle(ev.MessageReceived(self.dst, answer))
 
 
 class Peers:
@@ -474,8 +484,9 @@ class Peers:
             c.add(msg)
 
     async def close(self) -> None:
-        pending = {x.task for x in (*self.fetchers.values(), *self.channels.values())
-                   if x.task is not None}
+        every: list[Fetcher | ControlChannel] = [*self.fetchers.values(),
+                                                 *self.channels.values()]
+        pending = {x.task for x in every if x.task is not None}
         # Cancel until they are gone (bounded): Python 3.11's asyncio.wait_for swallows a
         # cancellation that races with its future completing (CPython gh-86296); a fetcher
         # that lost its cancel went on fetching and held the broker's shutdown until SIGKILL.
@@ -484,5 +495,5 @@ class Peers:
             for t in pending:
                 t.cancel()
             _, pending = await asyncio.wait(pending, timeout=0.5)
-        for x in (*self.fetchers.values(), *self.channels.values()):
+        for x in every:
             x.conn.close()

@@ -31,7 +31,7 @@ import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from broker.config import BrokerConfig, topic_replication_config
 from broker.quotas import QuotaManager
@@ -145,8 +145,9 @@ async def _sendfile(conn: FrameProtocol, region: FileRegion) -> None:
     transport = conn.transport
     if transport is None or transport.is_closing():
         raise ConnectionError("client went away")
-    own = not isinstance(region.source, int)
-    fd = os.open(region.source, os.O_RDONLY) if own else region.source  # type: ignore[arg-type]
+    source = region.source
+    own = not isinstance(source, int)
+    fd = source if isinstance(source, int) else os.open(source, os.O_RDONLY)
     try:
         position, left = region.position, region.length
         sock = transport.get_extra_info("socket")
@@ -208,7 +209,7 @@ class Broker:
         # a dir of another broker refuses before any of its logs is loaded (meta.properties)
         check_broker_id(RealFS(), [Path(d) for d in cfg.log_dirs], self.broker_id)
         self.logs = LogManager(
-            [str(d) for d in cfg.log_dirs], cfg.log_config(), now_ms=int(time.time() * 1000))
+            [Path(d) for d in cfg.log_dirs], cfg.log_config(), now_ms=int(time.time() * 1000))
         for topic in {t for t, _ in self.logs.logs}:
             self.logs.topic_configs.setdefault(topic, self._topic_log_config(topic, {}))
         self.node = Node(
@@ -522,7 +523,7 @@ class Broker:
 
     # -- quotas and groups --------------------------------------------------------------------
 
-    def throttle(self, kind: str, req: Request, nbytes: int) -> int:
+    def throttle(self, kind: Literal["produce", "fetch"], req: Request, nbytes: int) -> int:
         return int(self.quotas.record_and_get_throttle(
             kind, "ANONYMOUS", req.header.client_id or "", nbytes, int(time.time() * 1000)))
 
@@ -679,13 +680,13 @@ class Broker:
                             self.broker_id, msg.controller_id, e)
                 raise
         if isinstance(msg, ControlledShutdownRequest):
-            fut = self.node.responses.expect((msg.broker_id, "ControlledShutdownResponse", None))
+            msg = dataclasses.replace(msg, request_id=self.node.new_request_id())
+            fut = self.node.responses.expect(msg.request_id)
             self.node.handle(ev.MessageReceived(msg.broker_id, msg))
             try:
                 resp = await asyncio.wait_for(fut, CONTROLLED_SHUTDOWN_TIMEOUT_S)
             except TimeoutError:
-                self.node.responses.forget((msg.broker_id, "ControlledShutdownResponse", None),
-                                           fut)
+                self.node.responses.forget(msg.request_id, fut)
                 return ib.encode_interbroker_response(cid, api_key, 15)  # not controller
             return ib.encode_controlled_shutdown_response(resp, cid)
         assert isinstance(msg, LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest)

@@ -70,6 +70,7 @@ from .request import (
     encode_request,
     parse_request_header,
     request_class,
+    request_fields,
 )
 from .response import (
     DecodedResponse,
@@ -79,6 +80,7 @@ from .response import (
     encode_response,
     encode_response_frame,
     response_class,
+    response_fields,
 )
 
 __all__ = [
@@ -130,8 +132,10 @@ __all__ = [
     "parse_batch_header",
     "parse_request_header",
     "request_class",
+    "request_fields",
     "request_header_version",
     "response_class",
+    "response_fields",
     "response_header_version",
     "scan_batches",
     "unsupported_api_versions_frame",

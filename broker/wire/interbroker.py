@@ -665,7 +665,7 @@ def decode_interbroker_request(payload: bytes) -> InterbrokerRequest | Close:
 
 
 def decode_interbroker_response(
-    payload: bytes, api_key: int
+    payload: bytes | bytearray, api_key: int
 ) -> InterbrokerResponse | ResponseDecodeError:
     """Decode a response frame (without size prefix) to a request we sent at the served
     version.  Never raises."""

@@ -18,6 +18,7 @@ import enum
 import functools
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 import kio.index
 from kio.serial import entity_reader, entity_writer
@@ -143,7 +144,9 @@ def parse_request_header(payload: bytes, header_version: int) -> RequestHeader:
     return RequestHeader(api_key, api_version, correlation_id, client_id, header_version, pos)
 
 
-def decode_request(payload: bytes, table: ApiTable = API_TABLE) -> Request | Reply | Close:
+def decode_request(
+    payload: bytes | bytearray, table: ApiTable = API_TABLE
+) -> Request | Reply | Close:
     """Decode one request frame payload (without its size prefix).  Never raises."""
     data = bytes(payload)  # kio readers need a read-only buffer
     if len(data) < _HEAD.size:
@@ -224,3 +227,10 @@ def encode_request(
     entity_writer(header_cls)(sink, header)  # type: ignore[arg-type]
     entity_writer(type(body))(sink, body)  # type: ignore[arg-type]
     return frame(b"".join(chunks))
+
+
+def request_fields(req: Request) -> Any:
+    """The request's kio body, to read fields by name: its class depends on the API key and
+    version (kio types `body` only as a header-version protocol), and each handler reads the
+    fields every version it accepts has (`getattr` with a default for the others)."""
+    return req.body

@@ -90,6 +90,12 @@ class DecodedResponse:
     body: ResponsePayload
 
 
+def response_fields(resp: DecodedResponse) -> Any:
+    """The response's kio body, to read fields by name (kio types `body` only as a
+    header-version protocol; its class is the one of the API and version asked for)."""
+    return resp.body
+
+
 @dataclass(frozen=True, slots=True)
 class ResponseDecodeError:
     """A response frame that could not be decoded (the peer is broken: close the connection)."""
@@ -99,7 +105,7 @@ class ResponseDecodeError:
 
 
 def decode_response(
-    payload: bytes, api_key: int, api_version: int
+    payload: bytes | bytearray, api_key: int, api_version: int
 ) -> DecodedResponse | ResponseDecodeError:
     """Decode a response frame (without size prefix) to a request we sent at ``api_version``.
 

@@ -36,7 +36,6 @@ from core.messages import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-from core.replica import fetch_timeout_timer
 from core.types import Errors, Role
 from harness.sim.sched import US_PER_MS, Scheduler
 from harness.sim.zk import SimZooKeeper
@@ -342,7 +341,7 @@ class Cluster:
     def _lost(self, src: int, inc: int, dst: int, msg: Message, control: bool,
               attempt: int) -> None:
         """A control request is resent until it gets through (ControlChannel); a failed
-        fetch round is reported to the follower as its fetch timeout (peers.Fetcher)."""
+        fetch round is reported to the follower as `SendFailed` (peers.Fetcher)."""
         if control:
             lo, hi = CONTROL_BACKOFF_MS
             wait = min(hi, lo << min(attempt, 5))
@@ -358,18 +357,24 @@ class Cluster:
 
             self.sched.after_us(wait * US_PER_MS, again)
             return
+        request: FetchRequest | OffsetForLeaderEpochRequest
         if isinstance(msg, FetchRequest | OffsetForLeaderEpochRequest):
-            follower, finc = src, inc
-        elif isinstance(msg, FetchResponse | OffsetForLeaderEpochResponse):
-            follower, finc = dst, self.brokers[dst].incarnation
+            follower, finc, leader, request = src, inc, dst, msg
+        elif isinstance(msg, FetchResponse):  # the request it answers, as the follower sent it
+            follower, finc, leader = dst, self.brokers[dst].incarnation, src
+            request = FetchRequest(dst, msg.tp, msg.fetch_offset, msg.current_leader_epoch,
+                                   -1, msg.request_id)
+        elif isinstance(msg, OffsetForLeaderEpochResponse):
+            follower, finc, leader = dst, self.brokers[dst].incarnation, src
+            request = OffsetForLeaderEpochRequest(dst, msg.tp, msg.current_leader_epoch,
+                                                  msg.requested_epoch, msg.request_id)
         else:
             return
-        tp = msg.tp
 
         def failed() -> None:
             node = self.brokers[follower].node
             if node is not None:
-                node.handle(ev.TimerFired(fetch_timeout_timer(tp)))
+                node.handle(ev.SendFailed(leader, request))
 
         self.sched.after_us(RPC_FAIL_MS * US_PER_MS, lambda: self.run_on(follower, finc, failed))
 

@@ -34,7 +34,8 @@ from core.config import ProtocolConfig
 from core.effects import SetTimer
 from core.messages import FetchRequest, FetchResponse, LeaderAndIsrRequest, StopReplicaRequest
 from core.node import recover, replica, step
-from core.replica import fetch_timer, on_fetch_response
+from core.replica import on_fetch_response
+from core.timers import FetchTimer
 from core.types import Errors, PartitionInfo, TopicPartition
 
 from .clients_lib import create_topic, wait_topic
@@ -144,11 +145,11 @@ def test_model_follower_waits_after_an_empty_fetch() -> None:
     state, _ = step(state, ev.BrokerRegistered(10))
     info = PartitionInfo(TP, 2, 1, (1, 2), 0, (1, 2))
     state, _ = step(state, ev.MessageReceived(0, LeaderAndIsrRequest(0, 1, 10, (info,))))
-    state, _ = step(state, ev.TimerFired(fetch_timer(TP)))
+    state, _ = step(state, ev.TimerFired(FetchTimer(TP)))
     rs = replica(state, TP)
     assert rs.fetch_in_flight
     _, out = on_fetch_response(rs, FetchResponse(TP, Errors.NONE, 0, 1, 0, 0, end_offset=0), cfg)
-    timers = [e for e in out if isinstance(e, SetTimer) and e.key == fetch_timer(TP)]
+    timers = [e for e in out if isinstance(e, SetTimer) and e.key == FetchTimer(TP)]
     assert timers and timers[0].delay_ms == cfg.replica_fetch_wait_max_ms
 
 

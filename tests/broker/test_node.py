@@ -14,6 +14,7 @@ from broker.store.manager import LogManager
 from core import events as ev
 from core.config import ProtocolConfig
 from core.messages import FetchRequest, LeaderAndIsrRequest
+from core.timers import FetchTimeoutTimer, FetchTimer
 from core.types import Errors, PartitionInfo, Role, TopicPartition
 
 TP = TopicPartition("t", 0)
@@ -65,8 +66,9 @@ def test_acks_all_waits_for_the_follower_and_times_out(tmp_path: Path) -> None:
         assert not fut.done()  # in purgatory until the follower fetches past offset 2
         sent = []
         node.send_to_peer = lambda dst, msg: sent.append((dst, msg))
-        resp_fut = node.responses.expect((2, "FetchResponse", TP))
-        node.handle(ev.MessageReceived(2, FetchRequest(2, TP, 2, 0, 0)))
+        rid = node.new_request_id()
+        resp_fut = node.responses.expect(rid)
+        node.handle(ev.MessageReceived(2, FetchRequest(2, TP, 2, 0, 0, request_id=rid)))
         reply = await asyncio.wait_for(fut, 1)
         assert reply.error == Errors.NONE
         assert resp_fut.done() and resp_fut.result().high_watermark == 2
@@ -124,7 +126,7 @@ def test_store_disagreeing_with_the_core_halts_the_node(tmp_path: Path) -> None:
         # the record count the core is told does not match the batch: a local impossibility
         produce(node, batch(3), 0, 2)
         assert failures and node.failed is not None
-        node.handle(ev.TimerFired(("fetch", TP)))  # ignored once halted
+        node.handle(ev.TimerFired(FetchTimer(TP)))  # ignored once halted
         node.close()
 
     asyncio.run(go())
@@ -144,3 +146,86 @@ def test_produce_to_unknown_partition(tmp_path: Path, acks: int) -> None:
         node.close()
 
     asyncio.run(go())
+
+
+def test_replies_to_peers_are_matched_by_request_id(tmp_path: Path) -> None:
+    """Two fetches of the same partition by the same follower, each waiting for its own
+    answer: matched by request id, not by (follower, message type, partition)."""
+    async def go() -> None:
+        node = leader_node(tmp_path, isr=(1, 2), replicas=(1, 2))
+        produce(node, batch(3), 1, 3)
+        first, second = node.new_request_id(), node.new_request_id()
+        fut2 = node.responses.expect(second)
+        fut1 = node.responses.expect(first)  # expected last, answered first
+        node.handle(ev.MessageReceived(2, FetchRequest(2, TP, 0, 0, -1, request_id=first)))
+        assert fut1.done() and not fut2.done()
+        assert (fut1.result().request_id, fut1.result().fetch_offset) == (first, 0)
+        node.handle(ev.MessageReceived(2, FetchRequest(2, TP, 3, 0, 0, request_id=second)))
+        assert (fut2.result().request_id, fut2.result().fetch_offset) == (second, 3)
+        node.close()
+
+    asyncio.run(go())
+
+
+def test_requests_to_peers_are_numbered_and_a_failed_send_backs_off(tmp_path: Path) -> None:
+    async def go() -> None:
+        node = Node(2, ProtocolConfig(), LogManager([tmp_path]))
+        sent: list[tuple[int, object]] = []
+        node.send_to_peer = lambda dst, msg: sent.append((dst, msg))
+        node.handle(ev.BrokerRegistered(10))
+        info = PartitionInfo(TP, 1, 0, (1, 2), 0, (1, 2))
+        node.handle(ev.MessageReceived(0, LeaderAndIsrRequest(0, 1, 10, (info,))))
+        for _ in range(20):  # the zero-delay fetch timer fires on the loop
+            await asyncio.sleep(0)
+            if sent:
+                break
+        ((dst, fetch),) = sent
+        assert dst == 1 and isinstance(fetch, FetchRequest) and fetch.request_id > 0
+        assert node.replica(TP).fetch_in_flight
+        node.handle(ev.SendFailed(1, fetch))
+        assert not node.replica(TP).fetch_in_flight  # backing off replica.fetch.backoff.ms
+        assert FetchTimeoutTimer(TP) not in node._timers and FetchTimer(TP) in node._timers
+        node.close()
+
+    asyncio.run(go())
+
+
+def test_a_fetch_round_that_fails_reports_send_failed_per_request() -> None:
+    from broker.runtime.peers import Fetcher
+
+    class Recorder:
+        broker_id = 2
+
+        def __init__(self) -> None:
+            self.events: list[ev.Event] = []
+
+        def handle(self, e: ev.Event) -> None:
+            self.events.append(e)
+
+    async def unregistered(broker: int, refresh: bool) -> None:
+        return None
+
+    async def go() -> None:
+        rec = Recorder()
+        f = Fetcher(rec, 1, unregistered, "", 10, 1, 1 << 20, 1 << 20, 1.0)  # type: ignore[arg-type]
+        fetch = FetchRequest(2, TP, 0, 0, -1, request_id=7)
+        other = FetchRequest(2, TopicPartition("t", 1), 0, 0, -1, request_id=8)
+        f.add(fetch)
+        f.add(other)
+        for _ in range(50):
+            await asyncio.sleep(0)
+            if len(rec.events) == 2:
+                break
+        assert sorted(rec.events, key=repr) == [ev.SendFailed(1, fetch), ev.SendFailed(1, other)]
+        assert f.task is not None
+        f.task.cancel()
+
+    asyncio.run(go())
+
+
+def test_an_unknown_effect_is_an_error_in_the_broker_too(tmp_path: Path) -> None:
+    from broker.runtime.node import NodeError
+
+    node = Node(1, ProtocolConfig(), LogManager([tmp_path]))
+    with pytest.raises(NodeError, match="unknown effect"):
+        node._apply(object())  # type: ignore[arg-type]

@@ -22,7 +22,7 @@ from core import effects as fx
 from core import events as ev
 from core.config import ProtocolConfig
 from core.node import replica, step
-from core.replica import lag_timer
+from core.timers import ReplicaLagTimer
 from harness import campaign
 from harness.campaign import SCENARIOS, CampaignOptions, _package, _victims
 from nemesis.executor import execute
@@ -36,14 +36,14 @@ def test_second_lagging_follower_leaves_the_isr_after_a_write_in_flight() -> Non
     cfg = ProtocolConfig()
     s, _ = step(registered(0), leader_and_isr(0, 0, (0, 1, 2)))
     s, _ = step(s, ev.ProduceReceived(7, TP, -1, 1, b"x"))  # followers 1 and 2 never fetch it
-    s, out = step(s, ev.TimerFired(lag_timer(TP, 1)))
+    s, out = step(s, ev.TimerFired(ReplicaLagTimer(TP, 1)))
     writes = [e for e in out if isinstance(e, fx.ZkWritePartitionState)]
     assert [w.proposed.isr for w in writes] == [(0, 2)]
     # follower 2's timer fires while that shrink is in flight: looked at again later
-    s, out = step(s, ev.TimerFired(lag_timer(TP, 2)))
-    assert fx.SetTimer(lag_timer(TP, 2), cfg.replica_lag_time_max_ms // 2) in out
+    s, out = step(s, ev.TimerFired(ReplicaLagTimer(TP, 2)))
+    assert fx.SetTimer(ReplicaLagTimer(TP, 2), cfg.replica_lag_time_max_ms // 2) in out
     s, _ = step(s, ev.PartitionStateWritten(TP, writes[0].proposed, False, True, False, None))
-    s, out = step(s, ev.TimerFired(lag_timer(TP, 2)))
+    s, out = step(s, ev.TimerFired(ReplicaLagTimer(TP, 2)))
     assert [e.proposed.isr for e in out if isinstance(e, fx.ZkWritePartitionState)] == [(0,)]
     r = replica(s, TP)
     assert r is not None and r.isr == (0, 2) and r.pending_isr == (0,)

@@ -15,6 +15,7 @@ from core.messages import (
 )
 from core.node import BrokerState, DurableReplica, init, recover, replica, step
 from core.rules.epochs import EpochEntry
+from core.timers import FetchTimer, ProduceTimeoutTimer, ReplicaLagTimer
 from core.types import (
     NO_LEADER,
     Errors,
@@ -109,7 +110,7 @@ def test_follower_truncates_to_the_leaders_epoch_end() -> None:
     s, out = step(s, leader_and_isr(0, 2, (0, 1), broker_epoch=2))
     r = replica(s, TP)
     assert r is not None and r.role == Role.FOLLOWER and r.fetch_state == FetchState.TRUNCATING
-    s, out = step(s, ev.TimerFired(("fetch", TP)))
+    s, out = step(s, ev.TimerFired(FetchTimer(TP)))
     req = sends(out, OffsetForLeaderEpochRequest)[0].message
     assert isinstance(req, OffsetForLeaderEpochRequest) and req.leader_epoch == 1
     # the leader never had epoch 1: its largest epoch <= 1 is 0, which ended at offset 2
@@ -119,7 +120,7 @@ def test_follower_truncates_to_the_leaders_epoch_end() -> None:
     r = replica(s, TP)
     assert r is not None and r.log_end_offset == 2 and r.epochs == (EpochEntry(0, 0),)
     assert r.fetch_state == FetchState.FETCHING
-    s, out = step(s, ev.TimerFired(("fetch", TP)))
+    s, out = step(s, ev.TimerFired(FetchTimer(TP)))
     fetch = sends(out, FetchRequest)[0].message
     assert isinstance(fetch, FetchRequest) and fetch.fetch_offset == 2
     batches = (BatchInfo(2, 4, 2),)
@@ -134,7 +135,7 @@ def test_follower_truncates_to_the_leaders_epoch_end() -> None:
 def test_isr_shrinks_after_lag_and_expands_when_caught_up() -> None:
     s, _ = step(registered(0), leader_and_isr(0, 0, (0, 1, 2)))
     s, _ = step(s, ev.ProduceReceived(1, TP, 1, 1, b"x"))
-    s, out = step(s, ev.TimerFired(("lag", TP, 2)))
+    s, out = step(s, ev.TimerFired(ReplicaLagTimer(TP, 2)))
     writes = [e for e in out if isinstance(e, fx.ZkWritePartitionState)]
     assert writes and writes[0].proposed.isr == (0, 1) and writes[0].expected_zk_version == 0
     s, out = step(s, ev.PartitionStateWritten(TP, writes[0].proposed, False, True, False, None))
@@ -152,8 +153,8 @@ def test_isr_shrinks_after_lag_and_expands_when_caught_up() -> None:
 def test_a_caught_up_follower_is_never_shrunk() -> None:
     s, _ = step(registered(0), leader_and_isr(0, 0, (0, 1)))
     s, _ = step(s, ev.MessageReceived(1, FetchRequest(1, TP, 0, 0, -1)))
-    s, out = step(s, ev.TimerFired(("lag", TP, 1)))
-    assert out == [fx.SetTimer(("lag", TP, 1), CFG.replica_lag_time_max_ms)]
+    s, out = step(s, ev.TimerFired(ReplicaLagTimer(TP, 1)))
+    assert out == [fx.SetTimer(ReplicaLagTimer(TP, 1), CFG.replica_lag_time_max_ms)]
 
 
 def test_idempotent_producer_dedupes_retries() -> None:
@@ -188,7 +189,7 @@ def test_acks_all_retry_of_an_uncommitted_batch_waits_for_the_high_watermark() -
     # an uncommitted duplicate times out like any acks=all produce
     s, _ = step(s, ev.ProduceReceived(4, TP, -1, 1, b"b", 42, 0, 2))
     s, _ = step(s, ev.ProduceReceived(5, TP, -1, 1, b"b", 42, 0, 2, timeout_ms=10))
-    s, out = step(s, ev.TimerFired(("produce_timeout", TP, 5)))
+    s, out = step(s, ev.TimerFired(ProduceTimeoutTimer(TP, 5)))
     assert out == [fx.ProduceReply(5, TP, Errors.REQUEST_TIMED_OUT, -1)]
 
 
@@ -196,7 +197,7 @@ def test_followers_learn_idempotent_producers_from_replicated_batches() -> None:
     """Regression (a campaign: UNKNOWN_PRODUCER_ID after a failover, and duplicates): a
     follower must rebuild the producer table from what it replicates, as Kafka's does."""
     s, _ = step(registered(1), leader_and_isr(0, 0, (0, 1)))
-    s, out = step(s, ev.TimerFired(("fetch", TP)))  # an empty log fetches at once
+    s, out = step(s, ev.TimerFired(FetchTimer(TP)))  # an empty log fetches at once
     assert [m.message.fetch_offset for m in sends(out, FetchRequest)] == [0]
     resp = FetchResponse(TP, Errors.NONE, 0, 0, 0, 0, 2,
                          batches=(BatchInfo(0, 1, 0, 42, 0, 0),), records=b"ab")

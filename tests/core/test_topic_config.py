@@ -13,6 +13,7 @@ from core import events as ev
 from core.config import ProtocolConfig, TopicConfig
 from core.messages import FetchRequest, LeaderAndIsrRequest
 from core.node import BrokerState, init, partition_config, step, topic_config
+from core.timers import ReplicaLagTimer
 from core.types import NO_LEADER, Errors, LeaderIsr, LiveBroker, PartitionInfo, TopicPartition
 
 TP = TopicPartition("t", 0)
@@ -82,7 +83,7 @@ def test_topic_min_isr_also_decides_completion_after_append() -> None:
     s = lead(s, TP, (0, 1))
     s, out = produce_all(s, TP, 1)
     assert not replies(out)
-    s, out = step(s, ev.TimerFired(("lag", TP, 1)))  # follower 1 never fetched: shrink
+    s, out = step(s, ev.TimerFired(ReplicaLagTimer(TP, 1)))  # follower 1 never fetched: shrink
     w = next(e for e in out if isinstance(e, fx.ZkWritePartitionState))
     assert w.proposed.isr == (0,)
     s, out = step(s, ev.PartitionStateWritten(TP, w.proposed, False, True, False, None))
