@@ -22,14 +22,17 @@ def assign_epoch(
 ) -> tuple[EpochEntry, ...]:
     """Record that `epoch` starts at `start_offset`.
 
-    A no-op when the latest entry already has this epoch. Otherwise entries that would break
-    "epochs and start offsets strictly increasing" (an epoch >= the new one, or a start offset
-    >= the new one) are removed and the new entry appended, as `LeaderEpochFileCache.assign`.
+    A no-op when the latest entry already has this epoch from this offset or earlier.
+    Otherwise entries that would break "epochs and start offsets strictly increasing" (an
+    epoch >= the new one, or a start offset >= the new one) are removed and the new entry
+    appended, as `LeaderEpochFileCache.assign` (Kafka 2.x on, `maybeTruncateNonMonotonicEntries`).
+    An OLDER epoch does replace newer entries: a broker that led epoch 3 from offset 36
+    without writing, then appends the next leader's epoch-2 records at 36 as a follower, must
+    drop (3, 36); keeping it (Kafka 1.x's "ignore older epochs") later answers
+    OffsetsForLeaderEpoch wrongly and truncates an in-sync replica below the high watermark
+    (found by harness/sim, seed 21340).
     """
-    if cache and cache[-1].epoch == epoch:
-        return cache
-    if cache and epoch < cache[-1].epoch:
-        # An older epoch never overrides a newer one.
+    if cache and cache[-1].epoch == epoch and cache[-1].start_offset <= start_offset:
         return cache
     kept = tuple(e for e in cache if e.epoch < epoch and e.start_offset < start_offset)
     return (*kept, EpochEntry(epoch, start_offset))

@@ -277,7 +277,8 @@ def z_assign_epoch(cache: ZCache, epoch: ZInt, start_offset: ZInt) -> tuple[ZCac
     The kept entries (epoch and start offset both smaller) are a prefix of length `k`; the new
     entry goes to index `k`. `fits` is false when that index is beyond the capacity (the
     encoding cannot represent the result; callers must require `fits`)."""
-    unchanged = z3.And(cache.length > 0, cache.last_epoch() >= epoch)
+    unchanged = z3.And(cache.length > 0, cache.last_epoch() == epoch,
+                       cache.last_start() <= start_offset)
     k = z_count([z3.And(i < cache.length, cache.epochs[i] < epoch, cache.starts[i] < start_offset)
                  for i in range(cache.capacity)], cache.length)
     epochs = tuple(z3.If(z3.And(z3.Not(unchanged), k == i), epoch, cache.epochs[i])

@@ -60,7 +60,11 @@ def test_epoch_cache_assign_and_end_offsets() -> None:
     cache = assign_epoch(cache, 0, 3)  # same epoch: no-op
     cache = assign_epoch(cache, 2, 5)
     assert cache == (EpochEntry(0, 0), EpochEntry(2, 5))
-    assert assign_epoch(cache, 1, 9) == cache  # an older epoch never overrides
+    # Kafka's LeaderEpochFileCache.assign (maybeTruncateNonMonotonicEntries): an older epoch
+    # replaces every entry with an epoch >= it or a start offset >= its start
+    assert assign_epoch(cache, 1, 9) == (EpochEntry(0, 0), EpochEntry(1, 9))
+    assert assign_epoch(cache, 2, 3) == (EpochEntry(0, 0), EpochEntry(2, 3))  # earlier start
+    assert assign_epoch(cache, 2, 7) == cache  # the latest epoch again, later: no-op
     assert end_offset_for_epoch(cache, 2, 8) == (2, 8)  # latest: LEO
     assert end_offset_for_epoch(cache, 1, 8) == (0, 5)  # largest <= 1, start of next
     assert end_offset_for_epoch(cache, 0, 8) == (0, 5)
@@ -110,3 +114,14 @@ def test_log_dir_choice_and_elections() -> None:
     assert offline_leader((0, 1, 2), (0,), frozenset({1, 2}), True) == ((1, 2), True)
     assert preferred_leader((2, 0, 1), (0, 2), frozenset({0, 1, 2})) == (2,)
     assert preferred_leader((2, 0, 1), (0, 1), frozenset({0, 1, 2})) == ()
+
+
+def test_an_epoch_led_without_writing_is_dropped_when_the_next_leaders_older_records_land() -> None:
+    """Kafka's LeaderEpochFileCache.assign: a broker that led epoch 3 from offset 36 without
+    writing, then (as a follower) appends the next leader's epoch-2 records at 36, keeps
+    (2, 36) and drops (3, 36). Keeping (3, 36) made a later OffsetsForLeaderEpoch round
+    truncate an in-sync replica below the high watermark (harness/sim seed 21340)."""
+    cache = (EpochEntry(0, 0), EpochEntry(3, 36))
+    assert assign_epoch(cache, 2, 36) == (EpochEntry(0, 0), EpochEntry(2, 36))
+    assert assign_epoch(assign_epoch(cache, 2, 36), 2, 37) == (EpochEntry(0, 0),
+                                                                EpochEntry(2, 36))

@@ -129,13 +129,12 @@ def test_stale_leader_after_a_session_expiry_race_converges() -> None:
     assert s.ok, s.failure
 
 
-@pytest.mark.xfail(strict=True, reason="known safety bug of the core, found by the simulator "
-                   "(seed 21340 at --time 10): broker 0 led epoch 3 from offset 36 and wrote "
-                   "nothing; as follower of epoch 4 it appended the leader's epoch-2 records "
-                   "36-37 but its leader-epoch cache kept (3, 36) (Kafka's cache drops entries "
-                   "at or past a new entry's start offset); at epoch 5 OffsetsForLeaderEpoch(3) "
-                   "-> (2, 38) truncates it to 36, below the HW 38, while it is in the ISR")
-def test_follower_epoch_cache_keeps_an_empty_epoch() -> None:
-    """The failing run's trace is tests/sim/traces/seed21340.jsonl (`hiwater sim --replay`)."""
+def test_follower_drops_an_epoch_it_led_without_writing() -> None:
+    """Seed 21340 at --time 10 (its failing trace, before the fix, is
+    tests/sim/traces/seed21340.jsonl): broker 0 led epoch 3 from offset 36 and wrote nothing;
+    as follower of epoch 4 it appended the leader's epoch-2 records 36-37 but its
+    leader-epoch cache kept (3, 36); at epoch 5 OffsetsForLeaderEpoch(3) -> (2, 38) truncated
+    it to 36, below the HW 38, while in the ISR (strong_isr). Fixed in
+    core.rules.epochs.assign_epoch, as Kafka's LeaderEpochFileCache.assign."""
     [s] = run_many(SimOptions(seed=0, time_s=10.0), [21340], workers=1)
     assert s.ok, s.failure
