@@ -14,6 +14,7 @@ from core.messages import (
     StopReplicaRequest,
 )
 from core.node import BrokerState, init, step
+from core.timers import LeaderImbalanceTimer
 from core.types import NO_LEADER, Errors, LeaderIsr, LiveBroker, TopicPartition
 
 CFG = ProtocolConfig()
@@ -124,7 +125,7 @@ def test_a_shutting_down_broker_is_never_elected_nor_added_back() -> None:
     # operator move and preferred election towards it are refused
     _, out = step(s, ev.LeaderMoveRequested(LED_CHOICE, 1))
     assert out == []
-    _, out = step(s, ev.TimerFired(("rebalance",)))
+    _, out = step(s, ev.TimerFired(LeaderImbalanceTimer()))
     assert LED_CHOICE not in writes(out)
     # broker 2 dies: the partitions it led get no leader on broker 1
     _s2, out = step(s, ev.BrokersChanged((LiveBroker(0, 1), LiveBroker(1, 7))))

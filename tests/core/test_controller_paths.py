@@ -8,6 +8,7 @@ from core import events as ev
 from core.config import ProtocolConfig
 from core.messages import StopReplicaRequest, UpdateMetadataRequest
 from core.node import BrokerState, init, step
+from core.timers import LeaderImbalanceTimer
 from core.types import NO_LEADER, LeaderIsr, LiveBroker, TopicPartition
 
 CFG = ProtocolConfig()
@@ -90,17 +91,17 @@ def test_the_rebalance_timer_moves_leadership_back_to_in_sync_preferred_replicas
     leader.imbalance.check.interval.seconds, a partition whose preferred replica (the first
     assigned) is live and in the ISR but not leading gets it back as leader, same ISR."""
     s, out = controller(SNAPS)
-    assert out[-1] == fx.SetTimer(("rebalance",), 300_000)
-    s, out = step(s, ev.TimerFired(("rebalance",)))
+    assert out[-1] == fx.SetTimer(LeaderImbalanceTimer(), 300_000)
+    s, out = step(s, ev.TimerFired(LeaderImbalanceTimer()))
     # B0 (assignment (2, 0), leader 0, 2 in ISR): moves to 2; A0 and A1 are led by 0 and 1
     assert writes(out) == {B0: LeaderIsr(2, 3, (0, 2), 3, 4)}
-    assert out[-1] == fx.SetTimer(("rebalance",), 300_000)
+    assert out[-1] == fx.SetTimer(LeaderImbalanceTimer(), 300_000)
     # preferred replica out of the ISR or dead: no move
     snaps = (ev.PartitionSnapshot(B0, (2, 0), LeaderIsr(0, 2, (0,), 1, 3)),)
     s, _ = controller(snaps)
-    assert writes(step(s, ev.TimerFired(("rebalance",)))[1]) == {}
+    assert writes(step(s, ev.TimerFired(LeaderImbalanceTimer()))[1]) == {}
     s, _ = controller(SNAPS, live=(LiveBroker(0, 1), LiveBroker(1, 4)))
-    _, out = step(s, ev.TimerFired(("rebalance",)))
+    _, out = step(s, ev.TimerFired(LeaderImbalanceTimer()))
     assert B0 not in writes(out)
     # without auto rebalance no timer is armed
     from dataclasses import replace
@@ -109,7 +110,7 @@ def test_the_rebalance_timer_moves_leadership_back_to_in_sync_preferred_replicas
     assert not any(isinstance(e, fx.SetTimer) for e in out)
     # a non-controller ignores the timer
     plain = init(1, CFG)
-    assert step(plain, ev.TimerFired(("rebalance",))) == (plain, [])
+    assert step(plain, ev.TimerFired(LeaderImbalanceTimer())) == (plain, [])
 
 
 def test_an_operator_moves_leadership_only_to_a_live_in_sync_replica() -> None:

@@ -20,12 +20,13 @@ from core.messages import (
 from core.node import BrokerState, DurableReplica, init, recover, replica, step
 from core.replica import ReplicaState
 from core.rules.epochs import EpochEntry
+from core.timers import FetchTimeoutTimer, FetchTimer, ProduceTimeoutTimer, ReplicaLagTimer
 from core.types import NO_LEADER, Errors, FetchState, PartitionInfo, Role, TopicPartition
 
 TP = TopicPartition("t", 0)
 CFG = ProtocolConfig()
-FETCH = ("fetch", TP)
-FETCH_TIMEOUT = ("fetch_timeout", TP)
+FETCH = FetchTimer(TP)
+FETCH_TIMEOUT = FetchTimeoutTimer(TP)
 
 
 def registered(broker_id: int, cfg: ProtocolConfig = CFG) -> BrokerState:
@@ -95,10 +96,10 @@ def test_a_leader_that_becomes_follower_fails_purgatory_and_stops_its_lag_timers
     s, _ = step(s, ev.ProduceReceived(5, TP, -1, 1, b"x"))
     s, out = step(s, lair(1, 1, (1, 0)))
     assert out[:5] == [
-        fx.CancelTimer(("produce_timeout", TP, 5)),
+        fx.CancelTimer(ProduceTimeoutTimer(TP, 5)),
         fx.ProduceReply(5, TP, Errors.NOT_LEADER_OR_FOLLOWER, -1),
-        fx.CancelTimer(("lag", TP, 1)),
-        fx.CancelTimer(("lag", TP, 2)),
+        fx.CancelTimer(ReplicaLagTimer(TP, 1)),
+        fx.CancelTimer(ReplicaLagTimer(TP, 2)),
         fx.CancelTimer(FETCH_TIMEOUT),
     ]
     assert out[-1] == fx.SetTimer(FETCH, 0)
@@ -115,11 +116,11 @@ def test_a_leader_reelected_in_a_new_epoch_restarts_lag_timers_and_its_epoch() -
     s, _ = step(s, ev.ProduceReceived(1, TP, 1, 2, b"xy"))
     s, out = step(s, lair(0, 1, (0, 1, 2)))
     assert out == [
-        fx.CancelTimer(("lag", TP, 1)),
-        fx.CancelTimer(("lag", TP, 2)),
+        fx.CancelTimer(ReplicaLagTimer(TP, 1)),
+        fx.CancelTimer(ReplicaLagTimer(TP, 2)),
         fx.CheckpointLeaderEpochs(TP, (EpochEntry(0, 0), EpochEntry(1, 2))),
-        fx.SetTimer(("lag", TP, 1), CFG.replica_lag_time_max_ms),
-        fx.SetTimer(("lag", TP, 2), CFG.replica_lag_time_max_ms),
+        fx.SetTimer(ReplicaLagTimer(TP, 1), CFG.replica_lag_time_max_ms),
+        fx.SetTimer(ReplicaLagTimer(TP, 2), CFG.replica_lag_time_max_ms),
     ]
     r = rep(s)
     assert r.leader_epoch_start_offset == 2 and r.followers == ((1, None), (2, None))
@@ -312,7 +313,7 @@ def test_only_a_caught_up_fetch_rearms_the_followers_lag_timer() -> None:
     _, out = step(s, ev.MessageReceived(1, FetchRequest(1, TP, 1, 0, 0)))
     assert not any(isinstance(e, fx.SetTimer) for e in out)
     _, out = step(s, ev.MessageReceived(1, FetchRequest(1, TP, 2, 0, 0)))
-    assert fx.SetTimer(("lag", TP, 1), CFG.replica_lag_time_max_ms) in out
+    assert fx.SetTimer(ReplicaLagTimer(TP, 1), CFG.replica_lag_time_max_ms) in out
 
 
 def test_a_fetch_outside_the_log_is_offset_out_of_range() -> None:
@@ -347,14 +348,14 @@ def test_a_lag_timer_while_an_isr_write_is_in_flight_looks_again_later() -> None
     looks again after replica.lag.time.max.ms / 2."""
     s, _ = step(registered(0), lair(0, 0, (0, 1, 2)))
     s, _ = step(s, ev.ProduceReceived(1, TP, 1, 1, b"a"))
-    s, out = step(s, ev.TimerFired(("lag", TP, 2)))
+    s, out = step(s, ev.TimerFired(ReplicaLagTimer(TP, 2)))
     assert rep(s).pending_isr == (0, 1)
-    _s2, out = step(s, ev.TimerFired(("lag", TP, 1)))
-    assert out == [fx.SetTimer(("lag", TP, 1), CFG.replica_lag_time_max_ms // 2)]
+    _s2, out = step(s, ev.TimerFired(ReplicaLagTimer(TP, 1)))
+    assert out == [fx.SetTimer(ReplicaLagTimer(TP, 1), CFG.replica_lag_time_max_ms // 2)]
     # a follower no longer in the ISR, or a lag timer at a follower, does nothing
-    assert step(s, ev.TimerFired(("lag", TP, 7)))[1] == []
+    assert step(s, ev.TimerFired(ReplicaLagTimer(TP, 7)))[1] == []
     f, _ = step(registered(1), lair(0, 0, (0, 1)))
-    assert step(f, ev.TimerFired(("lag", TP, 2)))[1] == []
+    assert step(f, ev.TimerFired(ReplicaLagTimer(TP, 2)))[1] == []
 
 
 def test_consumers_read_only_below_the_high_watermark_of_the_current_epoch() -> None:
@@ -436,7 +437,7 @@ def test_acks_zero_and_one_are_answered_at_append_acks_all_after_the_hw() -> Non
     assert out == [fx.AppendAsLeader(TP, 1, 2, 0, b"bc"), fx.ProduceReply(2, TP, Errors.NONE, 1)]
     s, out = step(s, ev.ProduceReceived(3, TP, -1, 1, b"d", timeout_ms=99))
     assert out == [fx.AppendAsLeader(TP, 3, 1, 0, b"d"),
-                   fx.SetTimer(("produce_timeout", TP, 3), 99)]
+                   fx.SetTimer(ProduceTimeoutTimer(TP, 3), 99)]
     assert rep(s).log_end_offset == 4
 
 
@@ -540,7 +541,7 @@ def test_a_completed_acks_all_request_leaves_purgatory_and_its_timeout_is_cancel
     s, _ = step(registered(0), lair(0, 0, (0, 1)))
     s, _ = step(s, ev.ProduceReceived(4, TP, -1, 1, b"a", timeout_ms=50))
     s, out = step(s, ev.MessageReceived(1, FetchRequest(1, TP, 1, 0, 0)))
-    timeout = ("produce_timeout", TP, 4)
+    timeout = ProduceTimeoutTimer(TP, 4)
     k = out.index(fx.ProduceReply(4, TP, Errors.NONE, 0))
     assert out[k - 1] == fx.CancelTimer(timeout)
     assert rep(s).purgatory == ()
@@ -595,6 +596,6 @@ def test_a_retried_lag_check_never_fires_at_once() -> None:
     cfg = dc_replace(CFG, replica_lag_time_max_ms=1)
     s, _ = step(registered(0, cfg), lair(0, 0, (0, 1, 2)))
     s, _ = step(s, ev.ProduceReceived(1, TP, 1, 1, b"a"))
-    s, _ = step(s, ev.TimerFired(("lag", TP, 2)))
-    _, out = step(s, ev.TimerFired(("lag", TP, 1)))
-    assert out == [fx.SetTimer(("lag", TP, 1), 1)]
+    s, _ = step(s, ev.TimerFired(ReplicaLagTimer(TP, 2)))
+    _, out = step(s, ev.TimerFired(ReplicaLagTimer(TP, 1)))
+    assert out == [fx.SetTimer(ReplicaLagTimer(TP, 1), 1)]
