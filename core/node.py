@@ -160,10 +160,14 @@ def step(state: BrokerState, event: ev.Event) -> tuple[BrokerState, Effects]:
             return state._replace(broker_epoch=epoch), []
         case ev.SessionExpired():
             # Ephemeral nodes are gone: register again, stop being controller. Replicas keep
-            # going until the controller says otherwise (a zombie may not know yet).
-            return state._replace(broker_epoch=NO_BROKER_EPOCH, controller=None), [
-                fx.ZkRegisterBroker(state.broker_id)
-            ]
+            # going until the controller says otherwise (a zombie may not know yet). The
+            # broker epoch stays the old one until the new registration is answered, as in
+            # Kafka (KafkaController.brokerEpoch): a controller that saw the new registration
+            # first sends control requests with the NEWER epoch, and they must be taken
+            # (KafkaApis.isBrokerEpochStale: only an older epoch is stale). Resetting it
+            # here dropped such a LeaderAndIsr, never resent: a stale leader forever
+            # (harness/sim seed 20028).
+            return state._replace(controller=None), [fx.ZkRegisterBroker(state.broker_id)]
         case ev.ControllerChanged(controller_id=cid):
             return _on_controller_changed(state, cid)
         case ev.ControllerElection():
@@ -348,7 +352,8 @@ def _control_request_ok(
     incarnation of this broker."""
     if controller_epoch < state.controller_epoch and not cfg.bugs.no_controller_epoch_check:
         return False
-    # Not registered yet (or any more): Kafka processes no control requests before that.
+    # Never registered yet: Kafka processes no control requests before that. After that, only
+    # a request for an earlier incarnation (an older broker epoch) is stale.
     return state.broker_epoch != NO_BROKER_EPOCH and broker_epoch >= state.broker_epoch
 
 

@@ -145,10 +145,12 @@ def test_a_controller_resigns_when_another_broker_holds_the_controller_znode() -
 
 def test_a_session_expiry_registers_again_and_drops_the_controller_role() -> None:
     """Kafka rule: a ZooKeeper session expiry removes the broker's ephemeral znodes: it
-    registers again and is no longer controller."""
+    registers again and is no longer controller; it keeps its broker epoch until the new
+    registration is answered (KafkaController.brokerEpoch)."""
     s, _ = controller(SNAPS)
+    epoch = s.broker_epoch
     s, out = step(s, ev.SessionExpired())
-    assert out == [fx.ZkRegisterBroker(0)] and s.controller is None and s.broker_epoch == -1
+    assert out == [fx.ZkRegisterBroker(0)] and s.controller is None and s.broker_epoch == epoch
 
 
 def test_a_new_partition_starts_with_its_live_replicas_as_isr() -> None:
@@ -267,3 +269,27 @@ def test_a_new_controller_fences_requests_of_older_controllers() -> None:
     info = PartitionInfo(A0, 1, 9, (0, 1), 9, (0, 1))
     s2, out = step(s, ev.MessageReceived(1, LeaderAndIsrRequest(1, 2, 1, (info,))))
     assert (s2, out) == (s, [])
+
+
+def test_a_control_request_for_the_new_registration_is_taken_before_the_broker_knows_it() -> None:
+    """Kafka rule (KIP-380, KafkaApis.isBrokerEpochStale): only a control request for an
+    OLDER broker epoch is stale. After a session expiry the controller may see the broker's
+    new registration, and send it a LeaderAndIsr with the new epoch, before the broker has the
+    answer to its own registration: the request must be taken (dropping it left a stale
+    leader forever: harness/sim seed 20028). One for the earlier incarnation is not."""
+    from core.messages import LeaderAndIsrRequest
+    from core.types import PartitionInfo
+
+    s = init(0, CFG)
+    s, _ = step(s, ev.BrokerRegistered(5))
+    s, _ = step(s, ev.SessionExpired())
+    info = PartitionInfo(A0, 1, 7, (1, 0), 9, (1, 0))  # broker 1 leads epoch 7
+    newer, out = step(s, ev.MessageReceived(1, LeaderAndIsrRequest(1, 4, 8, (info,))))
+    r = next(x for x in newer.replicas if x.tp == A0)
+    assert r.leader == 1 and r.leader_epoch == 7 and out
+    older = step(s, ev.MessageReceived(1, LeaderAndIsrRequest(1, 4, 4, (info,))))
+    assert older == (s, [])
+    # and before any registration at all, nothing is taken
+    fresh = init(0, CFG)
+    assert step(fresh, ev.MessageReceived(1, LeaderAndIsrRequest(1, 4, 8, (info,)))) == (fresh,
+                                                                                         [])
