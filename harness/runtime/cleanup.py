@@ -7,12 +7,18 @@ runs at most once; `unregister` removes it after a normal `stop()`.
 
 SIGKILL cannot be caught: then an iptables chain may be left behind. `IptablesNetwork` removes
 chains of dead processes (`HIWATER-<pid>-<n>` whose pid is gone) when it next starts.
+
+Cleanups belong to the process that registered them: a forked child (a multiprocessing pool
+worker of `hiwater sim` or of the parallel model checker) forgets them and gets the default
+signal handlers back. Before, a pool's `terminate()` sent its workers SIGTERM, and each ran
+its parent's cleanups: the parent's cluster stopped and its iptables chain vanished under it.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -60,12 +66,21 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)
 
 
+def _forget_in_child() -> None:
+    """After fork, in the child: none of the parent's cleanups, the default handlers back."""
+    _cleanups.clear()
+    for sig, prev in _previous.items():
+        with contextlib.suppress(ValueError, OSError, TypeError):
+            signal.signal(sig, prev)  # type: ignore[arg-type]
+
+
 def _install() -> None:
     global _installed
     if _installed:
         return
     _installed = True
     atexit.register(run_all)
+    os.register_at_fork(after_in_child=_forget_in_child)
     if threading.current_thread() is not threading.main_thread():
         return  # signal handlers can only be set from the main thread; atexit still runs
     for sig in (signal.SIGTERM, signal.SIGHUP):

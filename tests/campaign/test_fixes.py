@@ -79,7 +79,11 @@ def test_options_validate_targets_and_scenarios() -> None:
     with pytest.raises(ValueError):
         CampaignOptions(scenario="no-such-scenario")
     for name in SCENARIOS:
-        assert _package(CampaignOptions(scenario=name)).name == f"scenario:{name}"
+        runtime = "docker" if name == "slow-follower" else "local"  # a proxy link per pair
+        opts = CampaignOptions(scenario=name, runtime=runtime)
+        assert _package(opts).name == f"scenario:{name}"
+    with pytest.raises(ValueError, match="needs --runtime docker"):
+        CampaignOptions(scenario="slow-follower")
     # defaults: the same package as before the options existed
     assert _package(CampaignOptions()).name == "partition+kill+pause"
 

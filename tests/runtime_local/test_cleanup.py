@@ -61,3 +61,35 @@ def test_network_false_degrades_to_unsupported(tmp_path: Path) -> None:
     assert rt.heal()["healed"] == 0
     with pytest.raises(FaultUnsupported, match="proxies=True"):
         rt.add_toxic("n1", "latency", {"latency": 10})
+
+
+def _sleep_in_pool_worker(seconds: float) -> int:
+    import os
+    import time
+
+    time.sleep(seconds)
+    return os.getpid()
+
+
+def test_a_forked_pool_worker_terminated_by_sigterm_runs_none_of_its_parents_cleanups(
+        tmp_path: Path) -> None:
+    """`hiwater sim` and the parallel model checker fork pool workers; `Pool.terminate()`
+    sends them SIGTERM. A worker must not run the cleanups its parent registered (they stopped
+    the parent's cluster and removed its iptables chain under it, seen in CI)."""
+    import multiprocessing
+    import time
+
+    from harness.runtime import cleanup
+
+    marker = tmp_path / "ran"
+    token = cleanup.register(lambda: marker.write_text("cleanup ran"))
+    try:
+        with multiprocessing.get_context("fork").Pool(2) as pool:
+            pending = pool.map_async(_sleep_in_pool_worker, [5.0, 5.0])
+            time.sleep(0.5)  # the workers are in their task (bounded: they sleep 5 s)
+            pool.terminate()  # SIGTERM to the workers while they sleep
+            del pending
+        assert not marker.exists(), "a forked worker ran its parent's cleanup"
+    finally:
+        cleanup.unregister(token)
+    assert not marker.exists()
