@@ -114,3 +114,18 @@ def test_short_docker_campaign_is_valid(node_image: str, tmp_path: Path) -> None
     assert (result.run_dir / "report.html").exists()
     assert (result.run_dir / "logs" / "n1.log").stat().st_size > 0
     assert not any(_leftovers().values()), _leftovers()
+
+
+def test_one_node_disk_wipes_in_docker_are_valid(node_image: str, tmp_path: Path) -> None:
+    """Issue #9's safe configuration under one-node disk wipes, in containers: a broker whose
+    volume is wiped while it is down starts empty, re-replicates from the leaders and loses
+    nothing acknowledged (the two others stay in the ISR meanwhile)."""
+    opts = CampaignOptions(name="docker-wipe", runtime="docker", time_limit_s=20.0, seed=11,
+                           store=tmp_path, nemesis=("wipe",), nemesis_interval_s=6.0,
+                           recovery_wait_s=6.0, final_time_limit_s=60.0)
+    result = run_campaign(opts)
+    assert result.exit_code == EXIT_VALID, (result.verdict, result.bad,
+                                             result.results.get("error"))
+    history = (result.run_dir / "history.jsonl").read_text()
+    assert '"f": "wipe"' in history or '"f":"wipe"' in history, "no wipe ran"
+    assert not any(_leftovers().values()), _leftovers()
