@@ -92,10 +92,13 @@ RECIPES = (
         "nemesis": ("lose-unflushed",), "nemesis_targets": ("all",), "nemesis_interval_s": 5.0,
         "time_limit_s": 15.0, "final_time_limit_s": LOSSY_FINAL_S},
         frozenset({"lose-unflushed"}), attempts=2),
+    # A second try: the loss needs the successor to crash before it has fetched what the HW
+    # covers, a race the scripted rounds usually but not always win (one miss in CI, with
+    # both rounds landing on exposed partitions; the Docker test gives it three)
     Recipe("bug-truncate-to-hw", "loss", {
         "bugs": ("truncate_to_hw",), "scenario": "crash-leader-then-successor",
         "nemesis_interval_s": 3.0, "time_limit_s": 20.0, "final_time_limit_s": LOSSY_FINAL_S},
-        frozenset({"kill"})),
+        frozenset({"kill"}), attempts=2),
     Recipe("bug-offsets-before-epoch-start", "nonlinearizable", {
         "workload": "register", "concurrency": 16, "rate": 10.0,
         "bugs": ("offsets_before_epoch_start",), "scenario": "crash-leader-then-follower",
