@@ -56,6 +56,7 @@ from core.messages import (
     Message,
     OffsetForLeaderEpochResponse,
     StopReplicaRequest,
+    UpdateMetadataRequest,
 )
 from core.node import BrokerState, DurableReplica, recover, replica, step
 from core.producer import ProducerTable, record_batch
@@ -69,6 +70,7 @@ state_log = logging.getLogger("hiwater.state_change")
 EVENT_QUEUE_MAX = 100_000  # events raised while applying effects (bounded, DESIGN rule 9)
 RESPONSES = (FetchResponse, OffsetForLeaderEpochResponse, ControlledShutdownResponse)
 ROLE_CHANGES = (LeaderAndIsrRequest, StopReplicaRequest)
+CONTROL_REQUESTS = (LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest)
 STATE_CHANGE_EVENTS = (ev.PartitionStateWritten, ev.SessionExpired, ev.BrokerRegistered,
                        ev.ControllerElection, ev.BrokersChanged)
 
@@ -198,6 +200,9 @@ class Node:
         self.failed: BaseException | None = None
         self.on_failure: Callable[[BaseException], None] | None = None
         self.on_replica_changed: Callable[[TopicPartition], None] | None = None
+        # The controller's requests to its own broker (LeaderAndIsr, UpdateMetadata,
+        # StopReplica): the live server routes them as a peer's, its topic configs first.
+        self.local_control: Callable[[Message], None] | None = None
         self.on_partition_deleted: Callable[[TopicPartition], None] | None = None
         self.on_roles_changed: Callable[[], None] | None = None
         self.steps = 0
@@ -349,7 +354,10 @@ class Node:
             self.transport.respond(dst, msg)
             return
         if dst == self.broker_id:
-            self.handle(ev.MessageReceived(self.broker_id, msg))
+            if self.local_control is not None and isinstance(msg, CONTROL_REQUESTS):
+                self.local_control(msg)
+            else:
+                self.handle(ev.MessageReceived(self.broker_id, msg))
             return
         self.transport.send(dst, dataclasses.replace(msg, request_id=self.new_request_id()))
 

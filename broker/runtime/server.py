@@ -17,6 +17,7 @@ Malformed input closes the connection with a log line; it never stops the broker
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import errno
@@ -61,6 +62,7 @@ from core.config import TopicConfig
 from core.messages import (
     ControlledShutdownRequest,
     LeaderAndIsrRequest,
+    Message,
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
@@ -82,6 +84,7 @@ class TopicConfigUnavailable(ConnectionAbortedError):
 MAX_CONNECTIONS = 10_000
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
 REGISTRATION_WAIT_S = 10.0
+LOCAL_CONTROL_RETRY_S = 0.5  # own controller's LeaderAndIsr while ZooKeeper cannot answer
 SHUTDOWN_CANCEL_S = 5.0
 PRODUCER_ID_BLOCK = 1000
 
@@ -198,6 +201,10 @@ class Broker:
         self._rng = random.Random()
         self._partition_counts: dict[str, int] = {}  # topic_complete's cache (ZooKeeper)
         self._replication_loaded: set[str] = set()  # topics whose config the core was given
+        # The controller's requests to this broker itself, waiting for their topics' configs;
+        # bounded by what one controller sends one broker (a request per control change).
+        self._local_inbox: collections.deque[Message] = collections.deque()
+        self._local_task: asyncio.Task[None] | None = None
         self.stopped = asyncio.Event()
         self.fatal: BaseException | None = None
 
@@ -219,6 +226,7 @@ class Broker:
         )
         self.node.on_failure = self._on_fatal
         self.node.on_replica_changed = self._on_replica_changed
+        self.node.local_control = self._local_control
         self.node.on_partition_deleted = self._on_partition_deleted
         try:
             self._server = await loop.create_server(
@@ -279,6 +287,8 @@ class Broker:
             for t in pending:
                 t.cancel()
             _, pending = await asyncio.wait(pending, timeout=0.5)
+        if self._local_task is not None:
+            self._local_task.cancel()
         if self._housekeeping is not None:
             self._housekeeping.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -406,6 +416,41 @@ class Broker:
                 replication = TopicConfig()
             self._replication_loaded.add(t)
             self.node.handle(ev.TopicConfigChanged(t, replication))
+
+    def _local_control(self, msg: Message) -> None:
+        """A LeaderAndIsr (UpdateMetadata, StopReplica) from the controller in this process.
+
+        It takes the way a peer's takes (`_interbroker`): the topic's config from ZooKeeper
+        before the core acts on it. Handled at once, the controller's own replicas of a topic
+        created with `segment.bytes`, `retention.ms` or `cleanup.policy` ran with the broker's
+        defaults (their logs were created on the first append). Requests stay in order: once
+        one waits for ZooKeeper, the ones after it wait behind it."""
+        if not self._local_inbox and self._configs_known(msg):
+            self.node.handle(ev.MessageReceived(self.broker_id, msg))
+            return
+        self._local_inbox.append(msg)
+        if self._local_task is None or self._local_task.done():
+            self._local_task = asyncio.get_running_loop().create_task(
+                self._drain_local(), name="local-control")
+
+    def _configs_known(self, msg: Message) -> bool:
+        return not isinstance(msg, LeaderAndIsrRequest) or all(
+            p.tp.topic in self._replication_loaded for p in msg.partitions)
+
+    async def _drain_local(self) -> None:
+        while self._local_inbox:
+            msg = self._local_inbox[0]
+            if isinstance(msg, LeaderAndIsrRequest):
+                try:
+                    await self._ensure_topic_configs(p.tp.topic for p in msg.partitions)
+                except TopicConfigUnavailable as e:
+                    # as a peer's connection closes and the controller resends: try again
+                    log.warning("broker %d: own controller's LeaderAndIsr waits: %s",
+                                self.broker_id, e)
+                    await asyncio.sleep(LOCAL_CONTROL_RETRY_S)
+                    continue
+            self._local_inbox.popleft()
+            self.node.handle(ev.MessageReceived(self.broker_id, msg))
 
     def _apply_log_config(self, topic: str, config: Any) -> None:
         """The topic's log config for logs created from now on and for those already open."""

@@ -218,3 +218,36 @@ def test_bad_topic_min_isr_is_invalid_config(lenient_cluster: LocalCluster, valu
     err = info.value.args[0]
     assert err.code() == INVALID_CONFIG, err
     assert "min.insync.replicas" in err.str(), err.str()
+
+
+SEGMENTED = "small-segments"
+
+
+@pytest.mark.timeout(120)
+def test_topic_log_config_reaches_every_replica_controller_included(
+        lenient_cluster: LocalCluster) -> None:
+    """A topic's own log config (here `segment.bytes=16384`) rolls segments on every replica,
+    the controller's own included. Found by review: the controller delivered its LeaderAndIsr
+    to its own broker in process, without the ZooKeeper read of `/config/topics/<t>` a peer's
+    request gets, so its replicas ran with the broker's default log config (one 1 GiB
+    segment)."""
+    from confluent_kafka import Producer
+
+    c = lenient_cluster
+    assert create_topic("confluent", c.bootstrap, SEGMENTED, 1, 3,
+                        configs={"segment.bytes": "16384"}) == 0
+    wait_for("a leader with 3 in-sync replicas",
+             lambda: leader_with_isr(c, SEGMENTED, 3))
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "linger.ms": 0})
+    for _ in range(80):  # 80 one-record batches of ~1 KiB: > 4 segments of 16 KiB
+        p.produce(SEGMENTED, value=b"x" * 1000, partition=0)
+        assert p.flush(15) == 0
+    controller = c.controller()
+    for b in c.nodes:
+        def segments(b: int = b) -> list[str] | None:
+            found = sorted(f.name for f in (c.base_dir / f"broker-{b}").rglob(
+                f"{SEGMENTED}-0/*.log"))
+            return found if len(found) >= 4 else None
+        got = wait_for(f"broker {b} (controller {controller}) rolling 16 KiB segments",
+                       segments, timeout_s=20)
+        assert got[0] == "00000000000000000000.log"
