@@ -424,8 +424,12 @@ def _prepare() -> None:
     import kio.schema.errors  # noqa: F401 - what the tests import besides the targets
     import pytest  # noqa: F401
 
+    # No shrinking: a mutant is killed by the first failing example; shrinking it to a
+    # minimal one (seconds per mutant in the Hypothesis-heavy assignment tests) changes no
+    # verdict. Generation is unchanged, so the examples are those of the recording run.
     hypothesis.settings.register_profile(
-        "mutation", database=None, derandomize=True, deadline=None, print_blob=False
+        "mutation", database=None, derandomize=True, deadline=None, print_blob=False,
+        phases=(hypothesis.Phase.explicit, hypothesis.Phase.generate),
     )
     hypothesis.settings.load_profile("mutation")
     # The targets too, unmutated: a child drops and re-imports only the mutated module and
