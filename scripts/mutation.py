@@ -499,11 +499,38 @@ def baseline(tests: list[str]) -> float:
     return time.monotonic() - started
 
 
-def _equivalent(m: Mutant, listed: set[tuple[str, str, str]]) -> bool:
-    return (m.file, m.code, m.description) in listed
+Listed = set[tuple[str, str, str, int]]  # (file, line text, mutation, occurrence or 0)
 
 
-def report(results: list[Result], listed: set[tuple[str, str, str]]) -> dict[str, dict[str, int]]:
+def _equivalent(m: Mutant, listed: Listed) -> bool:
+    """Listed without an occurrence: every such mutation of that line text; with `#k`: only
+    the k-th (a line with two `<`, say, has two `< -> <=` mutants, equivalent or not apart)."""
+    return bool({(m.file, m.code, m.description, 0),
+                 (m.file, m.code, m.description, _occurrence_on_line(m) + 1)} & listed)
+
+
+def _occurrence_on_line(m: Mutant) -> int:
+    """Which of the same mutations of this very line (by index) `m` is, from 0."""
+    same = [x for x in mutants_of(m.file)
+            if (x.line, x.kind, x.description) == (m.line, m.kind, m.description)]
+    return same.index(m)
+
+
+def _ambiguous(listed: Listed) -> list[str]:
+    """Table rows without an occurrence that match more than one mutant of a line: each of
+    them must be judged equivalent on its own, so the row must say which (`#k`)."""
+    out = []
+    for file, code, desc, k in sorted(listed):
+        if k or not (ROOT / file).exists():
+            continue
+        lines = Counter(m.line for m in mutants_of(file)
+                        if (m.code, m.description) == (code, desc))
+        if any(c > 1 for c in lines.values()):
+            out.append(f"{file} `{code}` {desc}")
+    return out
+
+
+def report(results: list[Result], listed: Listed) -> dict[str, dict[str, int]]:
     per: dict[str, dict[str, int]] = {}
     for r in results:
         d = per.setdefault(r.mutant.file, {"mutants": 0, "killed": 0, "equivalent": 0,
@@ -518,18 +545,21 @@ def report(results: list[Result], listed: set[tuple[str, str, str]]) -> dict[str
     return per
 
 
-def _equivalents() -> set[tuple[str, str, str]]:
+def _equivalents() -> Listed:
     """Mutants docs/mutation.md lists as equivalent, as table rows
     `| core/x.py | `the line` | the mutation | why |` (by line text, not number, so edits
-    elsewhere in the file do not unlist them)."""
+    elsewhere in the file do not unlist them); `the mutation #2`: the second such mutation
+    of that line only."""
     doc = ROOT / "docs" / "mutation.md"
-    out: set[tuple[str, str, str]] = set()
+    out: Listed = set()
     if not doc.exists():
         return out
     for line in doc.read_text().splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) >= 4 and cells[0].endswith(".py") and cells[1].startswith("`"):
-            out.add((cells[0], cells[1].strip("`").replace("\\|", "|"), cells[2]))
+            desc, _, k = cells[2].partition(" #")
+            out.add((cells[0], cells[1].strip("`").replace("\\|", "|"), desc,
+                     int(k) if k.isdigit() else 0))
     return out
 
 
@@ -558,6 +588,9 @@ def main() -> int:
     if args.report:
         judged = [Result(m, earlier[_key(m)], 0.0) for m in mutants if _key(m) in earlier]
         _table(report(judged, _equivalents()), {f: len(mutants_of(f)) for f in args.files})
+        for row in _ambiguous(_equivalents()):
+            print(f"  docs/mutation.md lists more than one mutant of a line, say which (#k): "
+                  f"{row}")
         for r in judged:
             if r.status == "survived" and not _equivalent(r.mutant, _equivalents()):
                 m = r.mutant
