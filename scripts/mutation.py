@@ -45,7 +45,8 @@ DEFAULT_FILES = (
 CORE_TESTS = ("tests/core/rules", "tests/core/test_rules.py", "tests/core/test_replica.py",
               "tests/core/test_topic_config.py", "tests/core/test_controlled_shutdown.py",
               "tests/core/test_replica_paths.py", "tests/core/test_controller_paths.py")
-SPEC_TESTS = ("tests/spec/test_regressions.py", "tests/spec/test_controlled_shutdown_model.py")
+SPEC_TESTS = ("tests/spec/test_regressions.py", "tests/spec/test_controlled_shutdown_model.py",
+              "tests/spec/test_invariants.py")
 
 _SWAP_CMP: dict[type, type] = {
     ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Lt: ast.LtE, ast.LtE: ast.Lt,
