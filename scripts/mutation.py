@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
+import importlib
 import importlib.abc
 import importlib.util
 import json
@@ -215,9 +217,23 @@ def _mutants_of(file: str) -> list[Mutant]:
     return out
 
 
+_PARSED: dict[str, tuple[ast.Module, list[tuple[ast.AST, str, str, int]]]] = {}
+
+
+def parse_once(file: str) -> None:
+    """Parse `file` and list its sites in the parent: a forked child mutates its own
+    (copy-on-write) copy of the tree instead of parsing the file again."""
+    if file not in _PARSED:
+        tree = ast.parse((ROOT / file).read_text(), filename=file)
+        _PARSED[file] = (tree, list(sites(tree)))
+
+
 def mutated_source(m: Mutant) -> str:
-    tree = ast.parse((ROOT / m.file).read_text(), filename=m.file)
-    node, kind, _, variant = list(sites(tree))[m.index]
+    """The file's source with mutant `m` applied. Mutates the parsed tree in place: call it
+    in a forked child (or on a file not parsed before), never twice in one process."""
+    parse_once(m.file)
+    tree, found = _PARSED.pop(m.file)
+    node, kind, _, variant = found[m.index]
     tree = _Apply(node, kind, variant).visit(tree)
     ast.fix_missing_locations(tree)
     return ast.unparse(tree)
@@ -383,9 +399,18 @@ def _file_of(module: str) -> str | None:
     return None
 
 
+_DEPENDENTS: dict[str, set[str]] = {}
+
+
 def dependents(target: str) -> set[str]:
     """Modules that must be executed afresh when `target` changes: it and every core/spec
-    module that imports it, directly or not."""
+    module that imports it, directly or not (computed once per file, in the parent)."""
+    if target not in _DEPENDENTS:
+        _DEPENDENTS[target] = _dependents(target)
+    return _DEPENDENTS[target]
+
+
+def _dependents(target: str) -> set[str]:
     files = [str(p.relative_to(ROOT)) for d in ("core", "spec") for p in (ROOT / d).rglob("*.py")]
     graph = {_module_name(f): _imports(f) for f in files}
     out = {_module_name(target)}
@@ -424,6 +449,7 @@ def _prepare() -> None:
     import hypothesis
     import kio.schema.errors  # noqa: F401 - what the tests import besides the targets
     import pytest  # noqa: F401
+    from _pytest.config import default_plugins
 
     # No shrinking: a mutant is killed by the first failing example; shrinking it to a
     # minimal one (seconds per mutant in the Hypothesis-heavy assignment tests) changes no
@@ -436,6 +462,11 @@ def _prepare() -> None:
     # The targets too, unmutated: a child drops and re-imports only the mutated module and
     # the modules that import it (see `dependents`).
     import core.node  # noqa: F401
+
+    # pytest's own plugins, which pytest.main would otherwise import in every child.
+    for name in default_plugins:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(f"_pytest.{name}")
 
 
 def _fork(m: Mutant | None, tests: list[str]) -> int:
@@ -450,6 +481,15 @@ def run(mutants: list[Mutant], tests: dict[Mutant, list[str]], jobs: int, timeou
         log: Path | None) -> list[Result]:
     results: list[Result] = []
     queue = [m for m in mutants if tests[m]]
+    for file in {m.file for m in queue}:  # once here rather than once per child
+        parse_once(file)
+        dependents(file)
+    # Nothing allocated so far is garbage: a child's collections (pytest collects twice on
+    # the way out) then scan only what the child allocated, not the parent's heap.
+    import gc
+
+    gc.collect()
+    gc.freeze()
     logf = log.open("a") if log else None
     for m in mutants:
         if not tests[m]:
