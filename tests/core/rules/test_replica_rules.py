@@ -20,6 +20,7 @@ from core.messages import (
     LeaderAndIsrRequest,
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
+    StopReplicaRequest,
 )
 from core.node import BrokerState, DurableReplica, recover, replica, step
 from core.replica import ReplicaState
@@ -154,9 +155,10 @@ def test_a_refused_fetch_is_not_the_followers_progress() -> None:
     fetch that is served): a fetch refused with FENCED_LEADER_EPOCH neither moves the
     follower's position nor restarts its lag clock nor brings it into the ISR."""
     s = leader()
-    s2, out = step(s, ev.MessageReceived(1, FetchRequest(1, TP, 2, 1, 0, request_id=4)))
+    s2, out = step(s, ev.MessageReceived(1, FetchRequest(1, TP, 1, 1, 0, request_id=4)))
     (resp,) = sent(out, FetchResponse)
-    assert resp.error == Errors.FENCED_LEADER_EPOCH  # type: ignore[attr-defined]
+    assert isinstance(resp, FetchResponse) and resp.error == Errors.FENCED_LEADER_EPOCH
+    assert resp.end_offset == 1  # nothing to send: the range [1, 1) is empty
     assert out == [fx.Send(1, resp)]  # no lag timer, no ISR write
     assert rep(s2) == rep(s)
     # the same fetch in the current epoch is served and counts
@@ -184,6 +186,22 @@ def test_the_epoch_of_an_offset_is_the_latest_epoch_starting_at_or_before_it() -
         UNDEFINED_EPOCH, UNDEFINED_EPOCH, 1, 1, 4, 4]
 
 
+def test_kip320_first_try_answers_a_mismatched_last_fetched_epoch_as_diverging() -> None:
+    """Historic code (bug switch `kip320_first_try`): the leader compares the follower's
+    last fetched epoch with its own epoch of the offset before the fetch offset, from
+    offset 1 on (at offset 0 there is no previous record: a follower that led an epoch
+    without records and follows without truncating still sends that epoch), and answers a
+    mismatch as diverging, with nothing to send."""
+    s = leader(with_bug(kip320_first_try=True))  # records 0 and 1 in epoch 0
+    for offset, last_epoch, diverging in ((1, 1, True), (1, 0, False), (2, 1, True),
+                                          (0, UNDEFINED_EPOCH, False), (0, 1, False)):
+        _, out = step(s, ev.MessageReceived(1, FetchRequest(1, TP, offset, 2, last_epoch)))
+        (resp,) = sent(out, FetchResponse)
+        assert isinstance(resp, FetchResponse)
+        assert (resp.diverging, resp.error) == (diverging, Errors.NONE), (offset, last_epoch)
+        assert resp.end_offset == (offset if diverging else 2)
+
+
 def test_a_leader_applies_only_the_answer_to_its_own_isr_write() -> None:
     """Kafka rule (`Partition.updateIsr` / the zkVersion check): an answer to an ISR write
     is applied only by the leader that has exactly that write in flight, in the epoch it
@@ -191,6 +209,10 @@ def test_a_leader_applies_only_the_answer_to_its_own_isr_write() -> None:
     s = leader()
     s, out = step(s, ev.MessageReceived(1, FetchRequest(1, TP, 2, 2, 0, request_id=5)))
     (write,) = [e for e in out if isinstance(e, fx.ZkWritePartitionState)]
+    # conditional on the partition's zkVersion alone: only the controller's own writes are
+    # also fenced by the controller epoch znode
+    assert (write.expected_zk_version, write.controller_epoch_zk_version, write.by_controller) \
+        == (rep(s).zk_version, None, False)
     r = rep(s)
     assert r.pending_isr == (0, 1)
     other_isr = write.proposed._replace(isr=(0, 2))
@@ -232,6 +254,36 @@ def test_producer_id_zero_is_an_idempotent_producer() -> None:
     assert rep(s).log_end_offset == 4
     _, out = step(s, replace(produce, request_id=9, base_sequence=5))
     assert out == [fx.ProduceReply(9, TP, Errors.OUT_OF_ORDER_SEQUENCE_NUMBER, -1)]
+
+
+def test_only_idempotent_producers_enter_the_producer_table() -> None:
+    """Kafka rule (`ProducerStateManager`, `RecordBatch.hasProducerId`): a batch without a
+    producer id (-1) leaves no producer state, on the leader that appends it and on a
+    follower that replicates it; a follower does record producer 0's batches, so it
+    recognises their retries once it leads."""
+    s = leader()
+    s, _ = step(s, ev.ProduceReceived(7, TP, 1, 2, b"ab"))
+    assert rep(s).producers == ()
+    s = fetching_follower()
+    batches = (BatchInfo(0, 1, 1, producer_id=-1, base_sequence=0),
+               BatchInfo(2, 2, 1, producer_id=0, producer_epoch=0, base_sequence=0),
+               BatchInfo(3, 3, 1, producer_id=3, producer_epoch=0, base_sequence=-1))
+    resp = FetchResponse(TP, Errors.NONE, 0, 1, 0, 0, end_offset=4,
+                         batches=batches)
+    s, _ = step(s, ev.MessageReceived(0, resp))
+    assert rep(s).log_end_offset == 4
+    assert [e.producer_id for e in rep(s).producers] == [0]
+
+
+def test_a_stopped_replica_has_no_fetch_in_flight() -> None:
+    """Kafka rule (StopReplica removes the partition from the fetcher threads): a stopped
+    follower's fetch and its timeout are cancelled, and nothing counts as in flight."""
+    s = fetching_follower()
+    stop = StopReplicaRequest(9, 1, 1, (TP,), False)
+    s, out = step(s, ev.MessageReceived(9, stop))
+    assert fx.CancelTimer(FETCH) in out and fx.CancelTimer(FetchTimeoutTimer(TP)) in out
+    r = rep(s)
+    assert (r.role, r.fetch_state, r.fetch_in_flight) == (Role.NONE, FetchState.IDLE, False)
 
 
 def test_a_produce_with_no_records_never_reaches_the_log() -> None:
