@@ -25,7 +25,7 @@ from core.messages import (
 from core.node import BrokerState, DurableReplica, recover, replica, step
 from core.replica import ReplicaState
 from core.rules.epochs import UNDEFINED_EPOCH, EpochEntry
-from core.timers import FetchTimeoutTimer, FetchTimer, ReplicaLagTimer
+from core.timers import FetchTimeoutTimer, FetchTimer, ProduceTimeoutTimer, ReplicaLagTimer
 from core.types import (
     Errors,
     FetchState,
@@ -284,6 +284,69 @@ def test_a_stopped_replica_has_no_fetch_in_flight() -> None:
     assert fx.CancelTimer(FETCH) in out and fx.CancelTimer(FetchTimeoutTimer(TP)) in out
     r = rep(s)
     assert (r.role, r.fetch_state, r.fetch_in_flight) == (Role.NONE, FetchState.IDLE, False)
+    # as a replica that never got a LeaderAndIsr (the epoch start is known to leaders only)
+    fresh = rep(broker(1))
+    fields = ("role", "leader", "isr", "pending_isr", "followers", "purgatory",
+              "leader_epoch_start_offset", "fetch_state", "fetch_in_flight")
+    assert [getattr(r, f) for f in fields] == [getattr(fresh, f) for f in fields]
+
+
+def test_a_follower_of_no_leader_has_no_fetch_in_flight() -> None:
+    """Kafka rule: a LeaderAndIsr naming no leader (-1) removes the partition from the
+    fetcher: the fetch in flight is forgotten, its timeout and the next fetch cancelled."""
+    s, out = step(fetching_follower(), lair(-1, 2, (0,)))
+    assert out[-2:] == [fx.CancelTimer(FetchTimeoutTimer(TP)), fx.CancelTimer(FETCH)]
+    r = rep(s)
+    assert (r.leader, r.fetch_state, r.fetch_in_flight) == (-1, FetchState.IDLE, False)
+
+
+def test_a_recovered_replica_keeps_the_epochs_of_the_records_it_holds() -> None:
+    """Kafka rule (the leader-epoch checkpoint is truncated to the log on recovery): epochs
+    starting below the recovered log end offset stay, later ones go; an empty log has none."""
+    epochs = (EpochEntry(0, 0), EpochEntry(2, 1), EpochEntry(3, 4))
+    assert rep(broker(1, leo=1, epochs=epochs)).epochs == (EpochEntry(0, 0),)
+    assert rep(broker(1, leo=2, epochs=epochs)).epochs == epochs[:2]
+    assert rep(broker(1, leo=0, epochs=epochs)).epochs == ()
+
+
+def test_a_produce_timeout_answers_only_its_own_request() -> None:
+    """Kafka rule (DelayedProduce expiry): an acks=all produce that times out is answered
+    REQUEST_TIMED_OUT; the other produces waiting in purgatory keep waiting."""
+    s = broker(0)
+    s, _ = step(s, lair(0, 1, (0, 1)))
+    s, _ = step(s, ev.ProduceReceived(5, TP, -1, 1, b"a"))
+    s, _ = step(s, ev.ProduceReceived(6, TP, -1, 1, b"b"))
+    s, out = step(s, ev.TimerFired(ProduceTimeoutTimer(TP, 5)))
+    assert out == [fx.ProduceReply(5, TP, Errors.REQUEST_TIMED_OUT, -1)]
+    assert [p.request_id for p in rep(s).purgatory] == [6]
+    assert step(s, ev.TimerFired(ProduceTimeoutTimer(TP, 5))) == (s, [])
+
+
+def test_a_new_leader_lists_its_latest_offset_once_its_hw_reaches_its_epoch_start() -> None:
+    """Kafka rule (KIP-207): ListOffsets for the latest offset is refused with
+    OFFSET_NOT_AVAILABLE only while the new leader's HW is below its epoch start offset;
+    at the epoch start it answers its HW."""
+    s = leader()  # epoch 2 starts at offset 2, ISR [0]: HW 2 at once
+    assert (rep(s).leader_epoch_start_offset, rep(s).high_watermark) == (2, 2)
+    _, out = step(s, ev.ListOffsetsReceived(3, TP, -1, 2))
+    assert out == [fx.ListOffsetsReply(3, TP, Errors.NONE, 2)]
+    s, _ = step(broker(0, leo=2, epochs=(EpochEntry(0, 0),)), lair(0, 2, (0, 1)))
+    assert rep(s).high_watermark == 0
+    _, out = step(s, ev.ListOffsetsReceived(3, TP, -1, 2))
+    assert out == [fx.ListOffsetsReply(3, TP, Errors.OFFSET_NOT_AVAILABLE, -1)]
+
+
+def test_while_an_isr_expansion_is_in_flight_the_hw_waits_for_the_joining_replica() -> None:
+    """Kafka rule (KIP-497's maximal ISR): from the moment the leader proposes adding a
+    follower, the HW respects that follower too; a replica in neither ISR never holds it
+    back."""
+    s = leader()  # ISR [0], HW 2
+    s, _ = step(s, ev.MessageReceived(1, FetchRequest(1, TP, 2, 2, 0)))
+    assert rep(s).pending_isr == (0, 1)
+    s, _ = step(s, ev.ProduceReceived(7, TP, 1, 2, b"ab"))
+    assert rep(s).high_watermark == 2  # follower 1 holds 2 records of 4
+    s, _ = step(s, ev.MessageReceived(1, FetchRequest(1, TP, 4, 2, 2)))
+    assert rep(s).high_watermark == 4  # follower 2 (not in either ISR) is not waited for
 
 
 def test_a_produce_with_no_records_never_reaches_the_log() -> None:
