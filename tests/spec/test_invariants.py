@@ -175,6 +175,17 @@ def test_the_controllers_cache_is_zookeepers(healthy: World) -> None:
     assert inv.controller_cache_matches_zk(stale._replace(
         zk=stale.zk._replace(controller=NO_LEADER))) is None
     assert inv.controller_cache_matches_zk(crashed(stale, 0)) is None
+    # a partition the controller knows without state (a new topic), or none in ZooKeeper
+    node = stale.nodes[0]
+    assert node.state is not None and node.state.controller is not None
+    ctl = node.state.controller
+    new = ctl._replace(partitions=tuple(p._replace(state=None) for p in ctl.partitions))
+    no_state = _node(stale, 0, node._replace(state=node.state._replace(controller=new)))
+    assert inv.controller_cache_matches_zk(no_state) is None
+    assert inv.controller_cache_matches_zk(stale._replace(
+        zk=stale.zk._replace(partition=None))) is None
+    not_a_controller = node._replace(state=node.state._replace(controller=None))
+    assert inv.controller_cache_matches_zk(_node(stale, 0, not_a_controller)) is None
 
 
 def test_epochs_never_go_down(healthy: World) -> None:
