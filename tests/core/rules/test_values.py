@@ -51,5 +51,7 @@ def test_requests_the_core_makes_are_unnumbered_until_the_driver_numbers_them() 
     0, an id no driver ever assigns, so an unnumbered request is never taken for an
     answered one."""
     assert messages.NO_REQUEST_ID == 0
-    req = messages.FetchRequest(1, messages.TopicPartition("t", 0), 0, 1, -1)
+    from core.types import TopicPartition
+
+    req = messages.FetchRequest(1, TopicPartition("t", 0), 0, 1, -1)
     assert req.request_id == 0
