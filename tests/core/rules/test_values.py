@@ -12,7 +12,7 @@ from core import effects, events, messages, timers
 
 
 @pytest.mark.parametrize("module", [effects, events, messages, timers], ids=lambda m: m.__name__)
-def test_every_event_effect_message_and_timer_key_is_a_frozen_slotted_dataclass(module: object) -> None:
+def test_events_effects_messages_and_timer_keys_are_frozen_slotted(module: object) -> None:
     classes = [c for _, c in inspect.getmembers(module, inspect.isclass)
                if c.__module__ == module.__name__ and dataclasses.is_dataclass(c)]  # type: ignore[attr-defined]
     assert len(classes) >= 5
