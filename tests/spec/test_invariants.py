@@ -7,6 +7,7 @@ invariant weakened to never fire passed every trace)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -238,6 +239,9 @@ def test_check_state_and_check_step_name_the_first_broken_invariant(healthy: Wor
         n for n, _ in inv.STEP_INVARIANTS}
     assert [i.name for i in inv.STATE_INVARIANTS if i.needs_acks] == [
         "leader_completeness", "no_acked_record_lost"]
+    # the tables are shared by every driver: their entries cannot be changed in place
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        inv.STATE_INVARIANTS[0].needs_acks = True  # type: ignore[misc]
 
 
 def test_worlds_with_equal_views_get_equal_answers(healthy: World) -> None:
