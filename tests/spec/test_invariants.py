@@ -127,8 +127,9 @@ def test_log_matching_below_both_high_watermarks(healthy: World) -> None:
 
 
 def test_one_record_per_offset_and_epoch(healthy: World) -> None:
-    assert inv.epoch_offset_uniqueness(with_records(healthy, 1, ((9, 0),))) == (
-        "offset 0 epoch 0: broker 0 has record 0, broker 1 has record 9")
+    clash = with_records(with_records(healthy, 0, ((5, 0),)), 1, ((9, 0),))
+    assert inv.epoch_offset_uniqueness(clash) == (
+        "offset 0 epoch 0: broker 0 has record 5, broker 1 has record 9")
     # another epoch at the same offset, or another offset, is a different place
     assert inv.epoch_offset_uniqueness(with_records(healthy, 1, ((9, 1),))) is None
     assert inv.epoch_offset_uniqueness(with_records(healthy, 1, ((0, 0), (9, 0)))) is None
