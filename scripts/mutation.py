@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
+import importlib
 import importlib.abc
 import importlib.util
 import json
@@ -45,7 +47,8 @@ DEFAULT_FILES = (
 CORE_TESTS = ("tests/core/rules", "tests/core/test_rules.py", "tests/core/test_replica.py",
               "tests/core/test_topic_config.py", "tests/core/test_controlled_shutdown.py",
               "tests/core/test_replica_paths.py", "tests/core/test_controller_paths.py")
-SPEC_TESTS = ("tests/spec/test_regressions.py", "tests/spec/test_controlled_shutdown_model.py")
+SPEC_TESTS = ("tests/spec/test_regressions.py", "tests/spec/test_controlled_shutdown_model.py",
+              "tests/spec/test_invariants.py")
 
 _SWAP_CMP: dict[type, type] = {
     ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Lt: ast.LtE, ast.LtE: ast.Lt,
@@ -214,9 +217,23 @@ def _mutants_of(file: str) -> list[Mutant]:
     return out
 
 
+_PARSED: dict[str, tuple[ast.Module, list[tuple[ast.AST, str, str, int]]]] = {}
+
+
+def parse_once(file: str) -> None:
+    """Parse `file` and list its sites in the parent: a forked child mutates its own
+    (copy-on-write) copy of the tree instead of parsing the file again."""
+    if file not in _PARSED:
+        tree = ast.parse((ROOT / file).read_text(), filename=file)
+        _PARSED[file] = (tree, list(sites(tree)))
+
+
 def mutated_source(m: Mutant) -> str:
-    tree = ast.parse((ROOT / m.file).read_text(), filename=m.file)
-    node, kind, _, variant = list(sites(tree))[m.index]
+    """The file's source with mutant `m` applied. Mutates the parsed tree in place: call it
+    in a forked child (or on a file not parsed before), never twice in one process."""
+    parse_once(m.file)
+    tree, found = _PARSED.pop(m.file)
+    node, kind, _, variant = found[m.index]
     tree = _Apply(node, kind, variant).visit(tree)
     ast.fix_missing_locations(tree)
     return ast.unparse(tree)
@@ -382,9 +399,18 @@ def _file_of(module: str) -> str | None:
     return None
 
 
+_DEPENDENTS: dict[str, set[str]] = {}
+
+
 def dependents(target: str) -> set[str]:
     """Modules that must be executed afresh when `target` changes: it and every core/spec
-    module that imports it, directly or not."""
+    module that imports it, directly or not (computed once per file, in the parent)."""
+    if target not in _DEPENDENTS:
+        _DEPENDENTS[target] = _dependents(target)
+    return _DEPENDENTS[target]
+
+
+def _dependents(target: str) -> set[str]:
     files = [str(p.relative_to(ROOT)) for d in ("core", "spec") for p in (ROOT / d).rglob("*.py")]
     graph = {_module_name(f): _imports(f) for f in files}
     out = {_module_name(target)}
@@ -423,14 +449,24 @@ def _prepare() -> None:
     import hypothesis
     import kio.schema.errors  # noqa: F401 - what the tests import besides the targets
     import pytest  # noqa: F401
+    from _pytest.config import default_plugins
 
+    # No shrinking: a mutant is killed by the first failing example; shrinking it to a
+    # minimal one (seconds per mutant in the Hypothesis-heavy assignment tests) changes no
+    # verdict. Generation is unchanged, so the examples are those of the recording run.
     hypothesis.settings.register_profile(
-        "mutation", database=None, derandomize=True, deadline=None, print_blob=False
+        "mutation", database=None, derandomize=True, deadline=None, print_blob=False,
+        phases=(hypothesis.Phase.explicit, hypothesis.Phase.generate),
     )
     hypothesis.settings.load_profile("mutation")
     # The targets too, unmutated: a child drops and re-imports only the mutated module and
     # the modules that import it (see `dependents`).
     import core.node  # noqa: F401
+
+    # pytest's own plugins, which pytest.main would otherwise import in every child.
+    for name in default_plugins:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(f"_pytest.{name}")
 
 
 def _fork(m: Mutant | None, tests: list[str]) -> int:
@@ -445,6 +481,15 @@ def run(mutants: list[Mutant], tests: dict[Mutant, list[str]], jobs: int, timeou
         log: Path | None) -> list[Result]:
     results: list[Result] = []
     queue = [m for m in mutants if tests[m]]
+    for file in {m.file for m in queue}:  # once here rather than once per child
+        parse_once(file)
+        dependents(file)
+    # Nothing allocated so far is garbage: a child's collections (pytest collects twice on
+    # the way out) then scan only what the child allocated, not the parent's heap.
+    import gc
+
+    gc.collect()
+    gc.freeze()
     logf = log.open("a") if log else None
     for m in mutants:
         if not tests[m]:
@@ -495,11 +540,38 @@ def baseline(tests: list[str]) -> float:
     return time.monotonic() - started
 
 
-def _equivalent(m: Mutant, listed: set[tuple[str, str, str]]) -> bool:
-    return (m.file, m.code, m.description) in listed
+Listed = set[tuple[str, str, str, int]]  # (file, line text, mutation, occurrence or 0)
 
 
-def report(results: list[Result], listed: set[tuple[str, str, str]]) -> dict[str, dict[str, int]]:
+def _equivalent(m: Mutant, listed: Listed) -> bool:
+    """Listed without an occurrence: every such mutation of that line text; with `#k`: only
+    the k-th (a line with two `<`, say, has two `< -> <=` mutants, equivalent or not apart)."""
+    return bool({(m.file, m.code, m.description, 0),
+                 (m.file, m.code, m.description, _occurrence_on_line(m) + 1)} & listed)
+
+
+def _occurrence_on_line(m: Mutant) -> int:
+    """Which of the same mutations of this very line (by index) `m` is, from 0."""
+    same = [x for x in mutants_of(m.file)
+            if (x.line, x.kind, x.description) == (m.line, m.kind, m.description)]
+    return same.index(m)
+
+
+def _ambiguous(listed: Listed) -> list[str]:
+    """Table rows without an occurrence that match more than one mutant of a line: each of
+    them must be judged equivalent on its own, so the row must say which (`#k`)."""
+    out = []
+    for file, code, desc, k in sorted(listed):
+        if k or not (ROOT / file).exists():
+            continue
+        lines = Counter(m.line for m in mutants_of(file)
+                        if (m.code, m.description) == (code, desc))
+        if any(c > 1 for c in lines.values()):
+            out.append(f"{file} `{code}` {desc}")
+    return out
+
+
+def report(results: list[Result], listed: Listed) -> dict[str, dict[str, int]]:
     per: dict[str, dict[str, int]] = {}
     for r in results:
         d = per.setdefault(r.mutant.file, {"mutants": 0, "killed": 0, "equivalent": 0,
@@ -514,18 +586,21 @@ def report(results: list[Result], listed: set[tuple[str, str, str]]) -> dict[str
     return per
 
 
-def _equivalents() -> set[tuple[str, str, str]]:
+def _equivalents() -> Listed:
     """Mutants docs/mutation.md lists as equivalent, as table rows
     `| core/x.py | `the line` | the mutation | why |` (by line text, not number, so edits
-    elsewhere in the file do not unlist them)."""
+    elsewhere in the file do not unlist them); `the mutation #2`: the second such mutation
+    of that line only."""
     doc = ROOT / "docs" / "mutation.md"
-    out: set[tuple[str, str, str]] = set()
+    out: Listed = set()
     if not doc.exists():
         return out
     for line in doc.read_text().splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) >= 4 and cells[0].endswith(".py") and cells[1].startswith("`"):
-            out.add((cells[0], cells[1].strip("`").replace("\\|", "|"), cells[2]))
+            desc, _, k = cells[2].partition(" #")
+            out.add((cells[0], cells[1].strip("`").replace("\\|", "|"), desc,
+                     int(k) if k.isdigit() else 0))
     return out
 
 
@@ -554,6 +629,9 @@ def main() -> int:
     if args.report:
         judged = [Result(m, earlier[_key(m)], 0.0) for m in mutants if _key(m) in earlier]
         _table(report(judged, _equivalents()), {f: len(mutants_of(f)) for f in args.files})
+        for row in _ambiguous(_equivalents()):
+            print(f"  docs/mutation.md lists more than one mutant of a line, say which (#k): "
+                  f"{row}")
         for r in judged:
             if r.status == "survived" and not _equivalent(r.mutant, _equivalents()):
                 m = r.mutant

@@ -94,3 +94,14 @@ def test_a_rack_with_fewer_brokers_is_skipped_once_used_up() -> None:
     all listed is skipped; the others go on round-robin."""
     assert _rack_alternated((0, 1, 2, 3), {0: "a", 1: "a", 2: "a", 3: "b"}) == (0, 3, 1, 2)
     assert _rack_alternated((5, 6, 7), {5: "x", 6: "y", 7: "y"}) == (5, 6, 7)
+
+
+def test_once_every_rack_is_used_the_walk_never_repeats_a_broker() -> None:
+    """Kafka rule (assignReplicasToBrokersRackAware): a broker skipped because its rack was
+    used is taken on the walk's next lap, once every rack holds a replica, but a broker that
+    already holds a replica of the partition is never taken twice (Kafka's escape,
+    `brokerSet.size == numBrokers`, cannot apply: the replication factor is at most the
+    number of brokers). For partition 2 the second lap reaches broker 1 before broker 0."""
+    racks = {0: "a", 1: "a", 2: "b", 3: "c"}
+    got = assign_replicas((0, 1, 2, 3), 4, 4, 0, 0, racks)
+    assert got == ((0, 2, 3, 1), (2, 3, 1, 0), (3, 1, 2, 0), (1, 2, 3, 0))

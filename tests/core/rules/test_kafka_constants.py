@@ -114,3 +114,12 @@ def test_settings_below_their_minimum_are_refused(field: str, value: int, messag
     with pytest.raises(ValueError, match=message):
         ProtocolConfig(**{field: value})  # type: ignore[arg-type]
     ProtocolConfig(**{field: value + 1})  # type: ignore[arg-type]  # the minimum is fine
+
+
+def test_a_produce_waits_at_most_the_producers_default_request_timeout() -> None:
+    """Kafka rule: a ProduceRequest carries the producer's request.timeout.ms as its
+    timeout (default 30000): an acks=all produce waits that long in purgatory at most."""
+    from core.events import ProduceReceived
+    from core.types import TopicPartition
+
+    assert ProduceReceived(1, TopicPartition("t", 0), -1, 1, b"x").timeout_ms == 30_000

@@ -1,0 +1,357 @@
+"""Replica rules found unpinned by mutation testing (docs/mutation.md), one Kafka rule per
+test: becoming follower, truncation, the leader's fetch handling and ISR writes, idempotent
+producer ids, and the bug switches that model historic Kafka code. Driven through
+`core.step` (or the `core.replica` function that implements the rule)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from core import effects as fx
+from core import events as ev
+from core import replica as rep_mod
+from core.config import ProtocolConfig
+from core.messages import (
+    BatchInfo,
+    FetchRequest,
+    FetchResponse,
+    LeaderAndIsrRequest,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    StopReplicaRequest,
+)
+from core.node import BrokerState, DurableReplica, recover, replica, step
+from core.replica import ReplicaState
+from core.rules.epochs import UNDEFINED_EPOCH, EpochEntry
+from core.timers import FetchTimeoutTimer, FetchTimer, ProduceTimeoutTimer, ReplicaLagTimer
+from core.types import (
+    Errors,
+    FetchState,
+    InvariantBroken,
+    PartitionInfo,
+    Role,
+    TopicPartition,
+)
+
+TP = TopicPartition("t", 0)
+CFG = ProtocolConfig()
+FETCH = FetchTimer(TP)
+
+
+def with_bug(**switch: bool) -> ProtocolConfig:
+    return replace(CFG, bugs=replace(CFG.bugs, **switch))
+
+
+def lair(leader: int, epoch: int, isr: tuple[int, ...]) -> ev.MessageReceived:
+    info = PartitionInfo(TP, leader, epoch, isr, epoch, (0, 1, 2))
+    return ev.MessageReceived(9, LeaderAndIsrRequest(9, 1, 1, (info,)))
+
+
+def rep(s: BrokerState) -> ReplicaState:
+    r = replica(s, TP)
+    assert r is not None
+    return r
+
+
+def sent(out: list[fx.Effect], kind: type) -> list[object]:
+    return [e.message for e in out if isinstance(e, fx.Send) and isinstance(e.message, kind)]
+
+
+def broker(broker_id: int, cfg: ProtocolConfig = CFG, leo: int = 0,
+           epochs: tuple[EpochEntry, ...] = ()) -> BrokerState:
+    """A registered broker holding `leo` records of the partition, high watermark 0."""
+    s = recover(broker_id, cfg, (DurableReplica(TP, (0, 1, 2), 0, leo, epochs, 0),))
+    s, _ = step(s, ev.BrokerRegistered(1))
+    return s
+
+
+def fetching_follower(cfg: ProtocolConfig = CFG) -> BrokerState:
+    """Broker 1 follows 0 in epoch 1; its log is empty (nothing to truncate), so its first
+    fetch timer sends a Fetch from offset 0 at once, which is in flight."""
+    s, _ = step(broker(1, cfg), lair(0, 1, (0, 1)))
+    s, out = step(s, ev.TimerFired(FETCH))
+    assert sent(out, FetchRequest) == [FetchRequest(1, TP, 0, 1, UNDEFINED_EPOCH)]
+    assert rep(s).fetch_state == FetchState.FETCHING and rep(s).fetch_in_flight
+    return s
+
+
+def leader(cfg: ProtocolConfig = CFG, epoch: int = 2) -> BrokerState:
+    """Broker 0 leads `epoch` with ISR [0] and replicas [0, 1, 2], 2 records from epoch 0."""
+    s = broker(0, cfg, leo=2, epochs=(EpochEntry(0, 0),))
+    s, _ = step(s, lair(0, epoch, (0,)))
+    assert rep(s).role == Role.LEADER
+    return s
+
+
+# ---------------------------------------------------------------------------------------
+# becoming follower
+
+
+def test_a_follower_told_of_a_new_epoch_of_the_same_leader_truncates_again() -> None:
+    """Kafka rule (KAFKA-7164, fixed in 2.1): a LeaderAndIsr with a new leader epoch makes
+    the follower go through truncation (OffsetsForLeaderEpoch) even when the leader id is
+    unchanged: that leader may have lost records in between."""
+    s = fetching_follower()
+    s, out = step(s, lair(0, 2, (0, 1)))
+    r = rep(s)
+    assert (r.leader, r.leader_epoch, r.fetch_state) == (0, 2, FetchState.TRUNCATING)
+    assert out[-2:] == [fx.CancelTimer(FetchTimeoutTimer(TP)), fx.SetTimer(FETCH, 0)]
+
+
+def test_the_kafka_7164_switch_skips_truncation_only_for_the_same_leader() -> None:
+    """Historic code (bug switch `skip_truncate_same_leader`): the become-follower steps
+    were skipped only when the broker already followed that same leader; a follower told of
+    a different leader still truncates."""
+    cfg = with_bug(skip_truncate_same_leader=True)
+    s, out = step(fetching_follower(cfg), lair(0, 2, (0, 1)))
+    assert rep(s).fetch_state == FetchState.FETCHING and rep(s).leader_epoch == 2
+    assert fx.SetTimer(FETCH, 0) not in out
+    s, out = step(fetching_follower(cfg), lair(2, 2, (2, 1)))
+    assert rep(s).fetch_state == FetchState.TRUNCATING and rep(s).leader == 2
+    assert out[-1] == fx.SetTimer(FETCH, 0)
+
+
+# ---------------------------------------------------------------------------------------
+# truncation
+
+
+def test_a_follower_whose_log_ends_at_the_divergence_point_truncates_nothing() -> None:
+    """Kafka rule (`Log.truncateTo`): truncating to the log end offset or beyond is a no-op;
+    no truncation reaches the log, and the follower starts fetching at its log end."""
+    s = broker(1, leo=3, epochs=(EpochEntry(0, 0),))
+    s, _ = step(s, lair(0, 1, (0, 1)))
+    s, out = step(s, ev.TimerFired(FETCH))
+    (ofle,) = sent(out, OffsetForLeaderEpochRequest)
+    assert ofle.leader_epoch == 0  # type: ignore[attr-defined]
+    s, out = step(s, ev.MessageReceived(0, OffsetForLeaderEpochResponse(TP, Errors.NONE, 1, 0,
+                                                                        0, 3)))
+    assert not [e for e in out if isinstance(e, fx.TruncateTo)]
+    r = rep(s)
+    assert (r.fetch_state, r.log_end_offset, r.epochs) == (
+        FetchState.FETCHING, 3, (EpochEntry(0, 0),))
+
+
+def test_fetched_batches_must_continue_the_followers_log() -> None:
+    """Kafka rule (`Log.appendAsFollower`, UnexpectedAppendOffsetException): a fetched batch
+    that does not start at the follower's log end offset is never appended."""
+    s = fetching_follower()
+    gap = FetchResponse(TP, Errors.NONE, 0, 1, 0, 0, end_offset=3,
+                        batches=(BatchInfo(1, 2, 1),))
+    with pytest.raises(InvariantBroken, match="not contiguous"):
+        step(s, ev.MessageReceived(0, gap))
+    ok = replace(gap, batches=(BatchInfo(0, 2, 1),))
+    s, _ = step(s, ev.MessageReceived(0, ok))
+    assert rep(s).log_end_offset == 3
+
+
+# ---------------------------------------------------------------------------------------
+# the leader's side
+
+
+def test_a_refused_fetch_is_not_the_followers_progress() -> None:
+    """Kafka rule (`Partition.fetchRecords`: the follower's state is updated only for a
+    fetch that is served): a fetch refused with FENCED_LEADER_EPOCH neither moves the
+    follower's position nor restarts its lag clock nor brings it into the ISR."""
+    s = leader()
+    s2, out = step(s, ev.MessageReceived(1, FetchRequest(1, TP, 1, 1, 0, request_id=4)))
+    (resp,) = sent(out, FetchResponse)
+    assert isinstance(resp, FetchResponse) and resp.error == Errors.FENCED_LEADER_EPOCH
+    assert resp.end_offset == 1  # nothing to send: the range [1, 1) is empty
+    assert out == [fx.Send(1, resp)]  # no lag timer, no ISR write
+    assert rep(s2) == rep(s)
+    # the same fetch in the current epoch is served and counts
+    s3, out = step(s, ev.MessageReceived(1, FetchRequest(1, TP, 2, 2, 0, request_id=5)))
+    assert fx.SetTimer(ReplicaLagTimer(TP, 1), CFG.replica_lag_time_max_ms) in out
+    assert dict(rep(s3).followers)[1] == 2
+
+
+@pytest.mark.parametrize("switch", ["no_fetch_epoch_fencing", "kip320_first_try"])
+def test_either_historic_switch_alone_serves_fetches_of_any_epoch(switch: str) -> None:
+    """Historic code (before KIP-320, and KIP-320's first try): the leader did not check
+    the fetch's current leader epoch, so a follower of an older epoch was served."""
+    s = leader(with_bug(**{switch: True}))
+    _, out = step(s, ev.MessageReceived(1, FetchRequest(1, TP, 2, 1, 0, request_id=4)))
+    (resp,) = sent(out, FetchResponse)
+    assert resp.error == Errors.NONE  # type: ignore[attr-defined]
+
+
+def test_the_epoch_of_an_offset_is_the_latest_epoch_starting_at_or_before_it() -> None:
+    """Kafka rule (the leader epoch cache read as a map from offsets to epochs, which
+    KIP-320's first try compared with the follower's last fetched epoch): an offset before
+    the cache's first entry has no epoch."""
+    cache = (EpochEntry(1, 3), EpochEntry(4, 6))
+    assert [rep_mod._epoch_at(cache, o) for o in (0, 2, 3, 5, 6, 9)] == [
+        UNDEFINED_EPOCH, UNDEFINED_EPOCH, 1, 1, 4, 4]
+
+
+def test_kip320_first_try_answers_a_mismatched_last_fetched_epoch_as_diverging() -> None:
+    """Historic code (bug switch `kip320_first_try`): the leader compares the follower's
+    last fetched epoch with its own epoch of the offset before the fetch offset, from
+    offset 1 on (at offset 0 there is no previous record: a follower that led an epoch
+    without records and follows without truncating still sends that epoch), and answers a
+    mismatch as diverging, with nothing to send."""
+    s = leader(with_bug(kip320_first_try=True))  # records 0 and 1 in epoch 0
+    for offset, last_epoch, diverging in ((1, 1, True), (1, 0, False), (2, 1, True),
+                                          (0, UNDEFINED_EPOCH, False), (0, 1, False)):
+        _, out = step(s, ev.MessageReceived(1, FetchRequest(1, TP, offset, 2, last_epoch)))
+        (resp,) = sent(out, FetchResponse)
+        assert isinstance(resp, FetchResponse)
+        assert (resp.diverging, resp.error) == (diverging, Errors.NONE), (offset, last_epoch)
+        assert resp.end_offset == (offset if diverging else 2)
+
+
+def test_a_leader_applies_only_the_answer_to_its_own_isr_write() -> None:
+    """Kafka rule (`Partition.updateIsr` / the zkVersion check): an answer to an ISR write
+    is applied only by the leader that has exactly that write in flight, in the epoch it
+    proposed it in; any other answer changes nothing."""
+    s = leader()
+    s, out = step(s, ev.MessageReceived(1, FetchRequest(1, TP, 2, 2, 0, request_id=5)))
+    (write,) = [e for e in out if isinstance(e, fx.ZkWritePartitionState)]
+    # conditional on the partition's zkVersion alone: only the controller's own writes are
+    # also fenced by the controller epoch znode
+    assert (write.expected_zk_version, write.controller_epoch_zk_version, write.by_controller) \
+        == (rep(s).zk_version, None, False)
+    r = rep(s)
+    assert r.pending_isr == (0, 1)
+    other_isr = write.proposed._replace(isr=(0, 2))
+    other_epoch = write.proposed._replace(leader_epoch=1)
+    for proposed in (other_isr, other_epoch):
+        assert rep_mod.on_isr_written(r, proposed, True, CFG) == (r, [])
+    follower = r._replace(role=Role.FOLLOWER)
+    assert rep_mod.on_isr_written(follower, write.proposed, True, CFG) == (follower, [])
+    applied, out = rep_mod.on_isr_written(r, write.proposed, True, CFG)
+    assert (applied.isr, applied.pending_isr) == ((0, 1), None)
+    assert fx.ZkNotifyIsrChange(TP) in out
+
+
+def test_a_leader_checkpoints_its_high_watermark_when_it_advances() -> None:
+    """Kafka rule (replication-offset-checkpoint): every advance of the leader's HW is
+    written to the checkpoint, so a restarted broker does not go back below what it
+    exposed."""
+    s = leader()  # ISR [0]: the HW follows the leader's own log end
+    assert rep(s).high_watermark == 2
+    s, out = step(s, ev.ProduceReceived(7, TP, 1, 3, b"abc"))
+    assert rep(s).high_watermark == 5
+    assert fx.CheckpointHighWatermark(TP, 5) in out
+
+
+# ---------------------------------------------------------------------------------------
+# producers
+
+
+def test_producer_id_zero_is_an_idempotent_producer() -> None:
+    """Kafka rule: producer ids are allocated from 0, so id 0 is an idempotent producer
+    like any other: its retry of the last batch is recognised and not appended twice."""
+    s = leader()
+    produce = ev.ProduceReceived(7, TP, 1, 2, b"ab", producer_id=0, producer_epoch=0,
+                                 base_sequence=0)
+    s, out = step(s, produce)
+    assert fx.ProduceReply(7, TP, Errors.NONE, 2) in out
+    s, out = step(s, replace(produce, request_id=8))
+    assert out == [fx.ProduceReply(8, TP, Errors.NONE, 2)]
+    assert rep(s).log_end_offset == 4
+    _, out = step(s, replace(produce, request_id=9, base_sequence=5))
+    assert out == [fx.ProduceReply(9, TP, Errors.OUT_OF_ORDER_SEQUENCE_NUMBER, -1)]
+
+
+def test_only_idempotent_producers_enter_the_producer_table() -> None:
+    """Kafka rule (`ProducerStateManager`, `RecordBatch.hasProducerId`): a batch without a
+    producer id (-1) leaves no producer state, on the leader that appends it and on a
+    follower that replicates it; a follower does record producer 0's batches, so it
+    recognises their retries once it leads."""
+    s = leader()
+    s, _ = step(s, ev.ProduceReceived(7, TP, 1, 2, b"ab"))
+    assert rep(s).producers == ()
+    s = fetching_follower()
+    batches = (BatchInfo(0, 1, 1, producer_id=-1, base_sequence=0),
+               BatchInfo(2, 2, 1, producer_id=0, producer_epoch=0, base_sequence=0),
+               BatchInfo(3, 3, 1, producer_id=3, producer_epoch=0, base_sequence=-1))
+    resp = FetchResponse(TP, Errors.NONE, 0, 1, 0, 0, end_offset=4,
+                         batches=batches)
+    s, _ = step(s, ev.MessageReceived(0, resp))
+    assert rep(s).log_end_offset == 4
+    assert [e.producer_id for e in rep(s).producers] == [0]
+
+
+def test_a_stopped_replica_has_no_fetch_in_flight() -> None:
+    """Kafka rule (StopReplica removes the partition from the fetcher threads): a stopped
+    follower's fetch and its timeout are cancelled, and nothing counts as in flight."""
+    s = fetching_follower()
+    stop = StopReplicaRequest(9, 1, 1, (TP,), False)
+    s, out = step(s, ev.MessageReceived(9, stop))
+    assert fx.CancelTimer(FETCH) in out and fx.CancelTimer(FetchTimeoutTimer(TP)) in out
+    r = rep(s)
+    assert (r.role, r.fetch_state, r.fetch_in_flight) == (Role.NONE, FetchState.IDLE, False)
+    # as a replica that never got a LeaderAndIsr (the epoch start is known to leaders only)
+    fresh = rep(broker(1))
+    fields = ("role", "leader", "isr", "pending_isr", "followers", "purgatory",
+              "leader_epoch_start_offset", "fetch_state", "fetch_in_flight")
+    assert [getattr(r, f) for f in fields] == [getattr(fresh, f) for f in fields]
+
+
+def test_a_follower_of_no_leader_has_no_fetch_in_flight() -> None:
+    """Kafka rule: a LeaderAndIsr naming no leader (-1) removes the partition from the
+    fetcher: the fetch in flight is forgotten, its timeout and the next fetch cancelled."""
+    s, out = step(fetching_follower(), lair(-1, 2, (0,)))
+    assert out[-2:] == [fx.CancelTimer(FetchTimeoutTimer(TP)), fx.CancelTimer(FETCH)]
+    r = rep(s)
+    assert (r.leader, r.fetch_state, r.fetch_in_flight) == (-1, FetchState.IDLE, False)
+
+
+def test_a_recovered_replica_keeps_the_epochs_of_the_records_it_holds() -> None:
+    """Kafka rule (the leader-epoch checkpoint is truncated to the log on recovery): epochs
+    starting below the recovered log end offset stay, later ones go; an empty log has none."""
+    epochs = (EpochEntry(0, 0), EpochEntry(2, 1), EpochEntry(3, 4))
+    assert rep(broker(1, leo=1, epochs=epochs)).epochs == (EpochEntry(0, 0),)
+    assert rep(broker(1, leo=2, epochs=epochs)).epochs == epochs[:2]
+    assert rep(broker(1, leo=0, epochs=epochs)).epochs == ()
+
+
+def test_a_produce_timeout_answers_only_its_own_request() -> None:
+    """Kafka rule (DelayedProduce expiry): an acks=all produce that times out is answered
+    REQUEST_TIMED_OUT; the other produces waiting in purgatory keep waiting."""
+    s = broker(0)
+    s, _ = step(s, lair(0, 1, (0, 1)))
+    s, _ = step(s, ev.ProduceReceived(5, TP, -1, 1, b"a"))
+    s, _ = step(s, ev.ProduceReceived(6, TP, -1, 1, b"b"))
+    s, out = step(s, ev.TimerFired(ProduceTimeoutTimer(TP, 5)))
+    assert out == [fx.ProduceReply(5, TP, Errors.REQUEST_TIMED_OUT, -1)]
+    assert [p.request_id for p in rep(s).purgatory] == [6]
+    assert step(s, ev.TimerFired(ProduceTimeoutTimer(TP, 5))) == (s, [])
+
+
+def test_a_new_leader_lists_its_latest_offset_once_its_hw_reaches_its_epoch_start() -> None:
+    """Kafka rule (KIP-207): ListOffsets for the latest offset is refused with
+    OFFSET_NOT_AVAILABLE only while the new leader's HW is below its epoch start offset;
+    at the epoch start it answers its HW."""
+    s = leader()  # epoch 2 starts at offset 2, ISR [0]: HW 2 at once
+    assert (rep(s).leader_epoch_start_offset, rep(s).high_watermark) == (2, 2)
+    _, out = step(s, ev.ListOffsetsReceived(3, TP, -1, 2))
+    assert out == [fx.ListOffsetsReply(3, TP, Errors.NONE, 2)]
+    s, _ = step(broker(0, leo=2, epochs=(EpochEntry(0, 0),)), lair(0, 2, (0, 1)))
+    assert rep(s).high_watermark == 0
+    _, out = step(s, ev.ListOffsetsReceived(3, TP, -1, 2))
+    assert out == [fx.ListOffsetsReply(3, TP, Errors.OFFSET_NOT_AVAILABLE, -1)]
+
+
+def test_while_an_isr_expansion_is_in_flight_the_hw_waits_for_the_joining_replica() -> None:
+    """Kafka rule (KIP-497's maximal ISR): from the moment the leader proposes adding a
+    follower, the HW respects that follower too; a replica in neither ISR never holds it
+    back."""
+    s = leader()  # ISR [0], HW 2
+    s, _ = step(s, ev.MessageReceived(1, FetchRequest(1, TP, 2, 2, 0)))
+    assert rep(s).pending_isr == (0, 1)
+    s, _ = step(s, ev.ProduceReceived(7, TP, 1, 2, b"ab"))
+    assert rep(s).high_watermark == 2  # follower 1 holds 2 records of 4
+    s, _ = step(s, ev.MessageReceived(1, FetchRequest(1, TP, 4, 2, 2)))
+    assert rep(s).high_watermark == 4  # follower 2 (not in either ISR) is not waited for
+
+
+def test_a_produce_with_no_records_never_reaches_the_log() -> None:
+    """Kafka rule: an empty produce is refused before the log (a batch holds at least one
+    record); the core treats one reaching it as a broken invariant."""
+    r = rep(leader())
+    with pytest.raises(InvariantBroken, match="no records"):
+        rep_mod.on_produce(r, 1, 1, 0, b"", -1, -1, -1, 1000, CFG)
