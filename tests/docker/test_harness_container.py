@@ -1,0 +1,139 @@
+"""The harness in a container (`hiwater campaign --runtime docker --harness container`,
+harness/runtime/harness_container.py), through the CLI as a user runs it:
+
+- a short safe campaign under the standard faults, run by a harness container on the run's
+  network (the faults through the engine's bind-mounted socket), is VALID, its run directory
+  is complete on the host, the command's exit code is the campaign's, and nothing of the run
+  remains;
+- Ctrl-C (SIGINT) of the host command: the campaign inside stops its cluster and writes its
+  results (error "interrupted", exit 3), and nothing remains;
+- SIGKILL of the host command leaves the harness container and its cluster running; the next
+  start's sweep removes them all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from harness.runtime import docker as hd
+from harness.runtime.harness_container import build_harness_image
+from tests.docker.conftest import record_timing
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def harness_image(node_image: str) -> str:
+    t0 = time.monotonic()
+    ref = build_harness_image(node_image, log=lambda m: print(f"[docker build] {m}"))
+    record_timing("build_harness_image", time.monotonic() - t0)
+    return ref
+
+
+def _campaign(store: Path, name: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", "from harness.cli import main; main()", "campaign",
+         "--runtime", "docker", "--harness", "container", "--name", name,
+         "--store", str(store), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        env=dict(os.environ))
+
+
+def _owned_by(pid: int) -> dict[str, list[str]]:
+    """Containers, networks and volumes whose owner label names process `pid`."""
+    return {kind: [i for i, labels in hd.labelled(kind)
+                   if labels.get(hd.OWNER_LABEL, "").split(":")[0] == str(pid)]
+            for kind in ("container", "network", "volume")}
+
+
+def _await_ops(store: Path, name: str, timeout_s: float = 600.0) -> Path:
+    """The run directory, once its history has ops (the cluster is up, the faults started)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        history = store / name / "latest" / "history.jsonl"
+        if history.exists() and history.stat().st_size > 2000:
+            return history.parent.resolve()
+        time.sleep(1.0)
+    raise AssertionError(f"no ops in {store / name} after {timeout_s:.0f} s")
+
+
+def test_safe_campaign_with_the_harness_in_a_container(harness_image: str,
+                                                       tmp_path: Path) -> None:
+    store, junit = tmp_path / "store", tmp_path / "ci" / "results.xml"
+    t0 = time.monotonic()
+    p = _campaign(store, "in-container", "--time-limit", "20", "--seed", "5",
+                  "--nemesis", "standard", "--nemesis-interval", "5", "--junit", str(junit))
+    out, err = p.communicate(timeout=900)
+    record_timing("harness_container_campaign_20s", time.monotonic() - t0)
+    assert p.returncode == 0, (out[-2000:], err[-2000:])
+    run = (store / "in-container" / "latest").resolve()
+    assert f"VALID: {run / 'report.html'}" in out
+    # the run directory, on the host, as the host mode writes it
+    for f in ("options.json", "campaign.log", "history.jsonl", "history.parquet",
+              "results.json", "report.html", "logs/clients.log", "logs/zookeeper.log",
+              "logs/proxy.log", "logs/n1.log", "logs/n3.log", "logs/runtime.json"):
+        assert (run / f).is_file() and (run / f).stat().st_size > 0, f
+    results = json.loads((run / "results.json").read_text())
+    assert results["verdict"] == "valid" and results["exit_code"] == 0, results.get("bad")
+    # the faults were the Docker runtime's, driven from inside the harness container
+    history = (run / "history.jsonl").read_text()
+    assert re.search(r'"f": ?"(kill|partition|pause)"', history), "no fault ran"
+    runtime = json.loads((run / "logs" / "runtime.json").read_text())
+    assert runtime["runtime"] == "docker"
+    assert re.fullmatch(r"hiwater-\d+-\d+-[0-9a-f]{4}-harness", runtime["harness_container"])
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None and suite.get("failures") == "0" and suite.get("errors") == "0"
+    # nothing of the run remains: the harness container, the nodes, the network
+    assert not any(_owned_by(p.pid).values()), _owned_by(p.pid)
+    assert not hd.labelled("network", runtime["run_id"])
+    assert hd.docker("container", "inspect", runtime["harness_container"],
+                     check=False).returncode != 0
+
+
+def test_ctrl_c_stops_the_campaign_in_the_container(harness_image: str,
+                                                    tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    p = _campaign(store, "interrupted", "--time-limit", "300", "--nemesis", "kill",
+                  "--nemesis-interval", "5")
+    try:
+        run = _await_ops(store, "interrupted")
+        assert any(_owned_by(p.pid).values())
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    # the campaign inside stopped as on a Ctrl-C in host mode: error "interrupted", exit 3
+    assert p.returncode == 3, (out[-2000:], err[-2000:])
+    results = json.loads((run / "results.json").read_text())
+    assert results["error"] == "interrupted" and results["verdict"] == "unknown"
+    assert (run / "logs" / "n1.log").stat().st_size > 0
+    assert not any(_owned_by(p.pid).values()), _owned_by(p.pid)
+
+
+def test_sigkill_of_the_host_command_is_swept_at_the_next_start(harness_image: str,
+                                                                tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    p = _campaign(store, "killed", "--time-limit", "300", "--nemesis", "none")
+    try:
+        _await_ops(store, "killed")
+    finally:
+        p.kill()
+        p.communicate(timeout=60)
+    left = _owned_by(p.pid)
+    # the harness container, ZooKeeper, the proxy and 3 brokers, and the run's network
+    assert len(left["container"]) == 6 and len(left["network"]) == 1, left
+    swept = hd.sweep_stale()  # what the next run does first
+    assert swept["container"] >= 6 and swept["network"] >= 1, swept
+    assert not any(_owned_by(p.pid).values()), _owned_by(p.pid)
