@@ -486,6 +486,8 @@ def campaign_cmd(
             raise ValueError(f"--harness must be host or container; got {harness!r}")
         if harness == "container" and (opts.runtime != "docker" or opts.bootstrap):
             raise ValueError("--harness container needs --runtime docker (and no --bootstrap)")
+        if harness == "container" and os.environ.get("HIWATER_HARNESS_CONTAINER"):
+            raise ValueError("--harness container: this is the harness container already")
         if opts.runtime == "docker" and opts.bootstrap is None:
             from harness.runtime.docker import engine_unavailable_reason
 

@@ -91,8 +91,11 @@ from harness.runtime.base import (
     node_name,
     normalize_grudge,
 )
-from harness.runtime.disk import corrupt_segment_in, lose_unflushed_in, wipe_data_dir
 from harness.runtime.recipe import Recipe, hiwater_recipe
+
+# harness.runtime.disk (the broker's store: lz4, crc32c...) is imported where a disk fault
+# runs: the launcher of `--harness container` (harness_container.py) needs the standard
+# library alone
 
 REPO = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "hiwater/base:bookworm"
@@ -1189,26 +1192,32 @@ class DockerRuntime(Runtime):
             raise NodeStateError(f"{fault} needs {node} down (kill or stop it first)")
 
     def wipe(self, node: str) -> dict[str, Any]:
+        from harness.runtime import disk
+
         self._require_down(node, "wipe")
         out: dict[str, Any] = {"node": node, "files": 0, "bytes": 0}
         for d in self.data_dirs(node):
-            r = wipe_data_dir(d)
+            r = disk.wipe_data_dir(d)
             out["files"] += r["files"]
             out["bytes"] += r["bytes"]
         return out
 
     def lose_unflushed(self, node: str) -> dict[str, Any]:
+        from harness.runtime import disk
+
         self._require_down(node, "lose-unflushed")
         lost: dict[str, Any] = {}
         for d in self.data_dirs(node):
-            lost.update(lose_unflushed_in(d))
+            lost.update(disk.lose_unflushed_in(d))
         return {"node": node, "lost": lost}
 
     def corrupt_segment(self, node: str, seed: int = 0, kind: str = "header",
                         topic: str | None = None) -> dict[str, Any]:
+        from harness.runtime import disk
+
         rng = random.Random(seed)
         dirs = self.data_dirs(node)
-        out = corrupt_segment_in(dirs[rng.randrange(len(dirs))], rng, kind, topic)
+        out = disk.corrupt_segment_in(dirs[rng.randrange(len(dirs))], rng, kind, topic)
         out["node"] = node
         out["node_running"] = self.is_running(node)
         return out

@@ -52,8 +52,9 @@ HARNESS_DOCKERFILE = "docker/harness/Dockerfile"
 HARNESS_SOURCE_DIRS = ("core", "spec", "broker", "harness", "nemesis", "docker/recipes")
 # after SIGINT, how long the campaign inside has to stop its cluster and write its results
 STOP_GRACE_S = 120.0
-HOST, CONTAINER = "host", "container"
-HARNESS_MODES = (HOST, CONTAINER)
+# what `hiwater campaign` exits with: 0 valid, 1 invalid, 2 unknown, 3 error, 130 interrupted
+CAMPAIGN_CODES = (0, 1, 2, 3, 130)
+EXIT_ERROR = 3
 
 
 def harness_context(root: Path = hd.REPO) -> tuple[bytes, str]:
@@ -119,6 +120,11 @@ def mount_args(rw: Sequence[Path], ro: Sequence[Path]) -> list[str]:
     return out
 
 
+def localtime_args() -> list[str]:
+    """The host's time zone, so that run directories are named by the same clock."""
+    return ["-v", "/etc/localtime:/etc/localtime:ro"] if Path("/etc/localtime").exists() else []
+
+
 def container_name(run_id: str) -> str:
     return f"hiwater-{run_id}-harness"
 
@@ -142,9 +148,8 @@ def run_in_container(campaign_args: Sequence[str], rw: Sequence[Path], ro: Seque
            "--label", f"{hd.LABEL}={run_id}", "--label", f"{hd.OWNER_LABEL}={owner}",
            "--label", f"{hd.ROLE_LABEL}={hd.HARNESS_ROLE}",
            "-e", f"{hd.HARNESS_OWNER_ENV}={owner}", "-e", f"{hd.HARNESS_CONTAINER_ENV}={name}",
-           "-e", f"{hd.NODE_IMAGE_ENV}={node}", "-e", "PYTHONDONTWRITEBYTECODE=1",
-           *engine_args(), *mount_args(rw, ro), "-w", "/opt/hiwater",
-           image, "campaign", *campaign_args]
+           "-e", f"{hd.NODE_IMAGE_ENV}={node}", *engine_args(), *mount_args(rw, ro),
+           *localtime_args(), "-w", "/opt/hiwater", image, "campaign", *campaign_args]
     # its own session: a Ctrl-C on the terminal reaches this process alone, which passes one
     # SIGINT on to the campaign (the docker client would pass on every signal it gets)
     proc = subprocess.Popen(cmd, start_new_session=True)
@@ -156,11 +161,14 @@ def run_in_container(campaign_args: Sequence[str], rw: Sequence[Path], ro: Seque
     token = cleanup.register(stop)
     try:
         try:
-            return proc.wait()
+            code = proc.wait()
         except KeyboardInterrupt:  # the campaign's own code after it stopped (3: interrupted)
             _interrupt(name, proc)
-            code = proc.poll()
-            return 130 if code is None else code
+            code = 130 if proc.poll() is None else proc.returncode
+        if code not in CAMPAIGN_CODES:  # docker run's own failure (125-127), or killed (137)
+            log(f"hiwater campaign: the harness container failed (docker run exit {code})")
+            return EXIT_ERROR
+        return code
     finally:
         try:
             left = hd.remove_owned(owner)
@@ -183,3 +191,67 @@ def _interrupt(name: str, proc: subprocess.Popen[bytes]) -> None:
         hd.docker("rm", "-f", name, check=False, timeout_s=60)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=30)
+
+
+# ---------------------------------------------------------------------------------------------
+# the launcher: `python3 -m harness.runtime.harness_container`, the standard library alone (a
+# CI runner with Docker and its python3, no project environment)
+
+USAGE = """usage: python3 -m harness.runtime.harness_container build
+       python3 -m harness.runtime.harness_container campaign [OPTIONS of hiwater campaign]
+
+build: the node and harness images (as `hiwater docker build --harness`).
+campaign: `hiwater campaign --runtime docker --harness container OPTIONS`; the options are
+checked by the campaign in the container (bad input: exit 3)."""
+PATH_OPTIONS = ("--store", "--junit", "--recipe")
+
+
+def launcher_args(argv: Sequence[str], cwd: Path) -> tuple[list[str], list[Path], list[Path]]:
+    """The campaign's options with --store, --junit and --recipe made absolute (--store
+    added: default store/), and the directories to bind-mount (read-write, read-only)."""
+    args: list[str] = []
+    paths: dict[str, Path] = {"--store": cwd / "store"}
+    it = iter(argv)
+    for a in it:
+        opt, eq, value = a.partition("=")
+        if opt in ("--harness", "--runtime"):
+            v = value if eq else next(it, "")
+            if v != {"--harness": "container", "--runtime": "docker"}[opt]:
+                raise ValueError(f"{opt} {v}: this launcher runs --runtime docker "
+                                 "--harness container")
+        elif opt in PATH_OPTIONS:
+            paths[opt] = (cwd / (value if eq else next(it, ""))).resolve()
+        else:
+            args.append(a)
+    out = ["--runtime", "docker"]
+    for opt, path in paths.items():
+        out += [opt, str(path)]
+    rw = [paths["--store"]] + ([paths["--junit"].parent] if "--junit" in paths else [])
+    ro = [paths["--recipe"].parent] if "--recipe" in paths else []
+    return out + args, rw, ro
+
+
+def main(argv: Sequence[str]) -> int:
+    def err(m: str) -> None:
+        print(m, file=sys.stderr)
+
+    try:
+        if list(argv[:1]) == ["build"] and len(argv) == 1:
+            node = hd.build_images(log=err)
+            print(node)
+            print(build_harness_image(node, log=err))
+            return 0
+        if argv[:1] != ["campaign"]:
+            err(USAGE)
+            return EXIT_ERROR
+        args, rw, ro = launcher_args(argv[1:], Path.cwd())
+        return run_in_container(args, rw, ro, log=err)
+    except (ValueError, hd.DockerError) as e:
+        err(f"hiwater campaign: {e}")
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -157,3 +157,32 @@ def test_harness_image_context_changes_with_the_harness(tmp_path: Path) -> None:
     assert harness_context(tmp_path)[1] == before
     (tmp_path / "harness" / "new.py").write_text("x = 1\n")
     assert harness_context(tmp_path)[1] != before
+
+
+def test_launcher_needs_the_standard_library_alone(tmp_path: Path) -> None:
+    """`python3 -m harness.runtime.harness_container` runs without the project's environment
+    (-S: no site-packages): a runner with Docker and its python3 can start a campaign."""
+    r = subprocess.run([sys.executable, "-S", "-m", "harness.runtime.harness_container",
+                        "campaign", "--runtime", "local"], capture_output=True, text=True,
+                       timeout=60, cwd=REPO, check=False)
+    assert r.returncode == 3
+    assert r.stderr.strip().splitlines() == [
+        "hiwater campaign: --runtime local: this launcher runs --runtime docker "
+        "--harness container"]
+    probe = "import harness.runtime.harness_container, sys; print('lz4' in sys.modules)"
+    r = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True,
+                       timeout=60, cwd=REPO, check=False)
+    assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr
+
+
+def test_launcher_makes_paths_absolute(tmp_path: Path) -> None:
+    from harness.runtime.harness_container import launcher_args
+
+    args, rw, ro = launcher_args(["--time-limit", "5", "--junit=ci/j.xml", "--recipe",
+                                  "r/x.toml", "--harness", "container", "--seed", "3"],
+                                 tmp_path)
+    assert args == ["--runtime", "docker", "--store", str(tmp_path / "store"),
+                    "--junit", str(tmp_path / "ci" / "j.xml"),
+                    "--recipe", str(tmp_path / "r" / "x.toml"),
+                    "--time-limit", "5", "--seed", "3"]
+    assert rw == [tmp_path / "store", tmp_path / "ci"] and ro == [tmp_path / "r"]
