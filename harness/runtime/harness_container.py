@@ -136,6 +136,7 @@ def run_in_container(campaign_args: Sequence[str], rw: Sequence[Path], ro: Seque
     Everything started for it (the container, the cluster its campaign starts) is removed
     before this returns, whatever happened: its exit, an error here, Ctrl-C, SIGTERM."""
     hd.require_engine()
+    engine = engine_args()
     swept = hd.sweep_stale()
     if any(swept.values()):
         log(f"removed what dead runs left: {swept}")
@@ -148,7 +149,7 @@ def run_in_container(campaign_args: Sequence[str], rw: Sequence[Path], ro: Seque
            "--label", f"{hd.LABEL}={run_id}", "--label", f"{hd.OWNER_LABEL}={owner}",
            "--label", f"{hd.ROLE_LABEL}={hd.HARNESS_ROLE}",
            "-e", f"{hd.HARNESS_OWNER_ENV}={owner}", "-e", f"{hd.HARNESS_CONTAINER_ENV}={name}",
-           "-e", f"{hd.NODE_IMAGE_ENV}={node}", *engine_args(), *mount_args(rw, ro),
+           "-e", f"{hd.NODE_IMAGE_ENV}={node}", *engine, *mount_args(rw, ro),
            *localtime_args(), "-w", "/opt/hiwater", image, "campaign", *campaign_args]
     # its own session: a Ctrl-C on the terminal reaches this process alone, which passes one
     # SIGINT on to the campaign (the docker client would pass on every signal it gets)
