@@ -105,12 +105,13 @@ NODE_REPO = "hiwater/node"
 LABEL = "hiwater.run"
 OWNER_LABEL = "hiwater.pid"
 # the harness in a container (harness/runtime/harness_container.py): its container carries
-# ROLE_LABEL=HARNESS_ROLE; inside it, the host command's owner label, the container's name
-# and the node image to run come in these variables
+# ROLE_LABEL=HARNESS_ROLE; inside it, the host command's owner label, the container's name,
+# its run id and the node image to run come in these variables
 ROLE_LABEL = "hiwater.role"
 HARNESS_ROLE = "harness"
 HARNESS_OWNER_ENV = "HIWATER_HARNESS_OWNER"
 HARNESS_CONTAINER_ENV = "HIWATER_HARNESS_CONTAINER"
+HARNESS_RUN_ENV = "HIWATER_HARNESS_RUN"
 NODE_IMAGE_ENV = "HIWATER_NODE_IMAGE"
 BROKER_PORT = 9092
 ADMIN_PORT = 9093
@@ -630,10 +631,12 @@ _seq_lock = threading.Lock()
 
 
 def new_run_id() -> str:
+    """`<pid>-<n>-<random>`; in a harness container, the harness's run id in place of the pid
+    (which is 1 in every harness container)."""
     global _seq
     with _seq_lock:
         _seq += 1
-        return f"{os.getpid()}-{_seq}-{secrets.token_hex(2)}"
+        return f"{os.environ.get(HARNESS_RUN_ENV) or os.getpid()}-{_seq}-{secrets.token_hex(2)}"
 
 
 class DockerRuntime(Runtime):

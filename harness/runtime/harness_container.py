@@ -149,6 +149,7 @@ def run_in_container(campaign_args: Sequence[str], rw: Sequence[Path], ro: Seque
            "--label", f"{hd.LABEL}={run_id}", "--label", f"{hd.OWNER_LABEL}={owner}",
            "--label", f"{hd.ROLE_LABEL}={hd.HARNESS_ROLE}",
            "-e", f"{hd.HARNESS_OWNER_ENV}={owner}", "-e", f"{hd.HARNESS_CONTAINER_ENV}={name}",
+           "-e", f"{hd.HARNESS_RUN_ENV}={run_id}",
            "-e", f"{hd.NODE_IMAGE_ENV}={node}", *engine, *mount_args(rw, ro),
            *localtime_args(), "-w", "/opt/hiwater", image, "campaign", *campaign_args]
     # its own session: a Ctrl-C on the terminal reaches this process alone, which passes one
