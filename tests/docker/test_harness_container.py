@@ -42,13 +42,22 @@ def harness_image(node_image: str) -> str:
 
 
 def _campaign(store: Path, name: str, *args: str,
-              harness: str = "container") -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-c", "from harness.cli import main; main()", "campaign",
-         "--runtime", "docker", "--harness", harness, "--name", name,
-         "--store", str(store), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-        env=dict(os.environ))
+              harness: str = "container") -> subprocess.Popen[bytes]:
+    """The CLI, its output in store/../NAME.out and NAME.err (files, not pipes: after a
+    SIGKILL the harness container's docker client still holds them)."""
+    store.parent.mkdir(parents=True, exist_ok=True)
+    with open(store.parent / f"{name}.out", "wb") as out, \
+            open(store.parent / f"{name}.err", "wb") as err:
+        return subprocess.Popen(
+            [sys.executable, "-c", "from harness.cli import main; main()", "campaign",
+             "--runtime", "docker", "--harness", harness, "--name", name,
+             "--store", str(store), *args],
+            stdout=out, stderr=err, cwd=REPO, env=dict(os.environ))
+
+
+def _output(store: Path, name: str) -> tuple[str, str]:
+    return ((store.parent / f"{name}.out").read_text(errors="replace"),
+            (store.parent / f"{name}.err").read_text(errors="replace"))
 
 
 def _owned_by(pid: int) -> dict[str, list[str]]:
@@ -75,7 +84,8 @@ def test_safe_campaign_with_the_harness_in_a_container(harness_image: str,
     t0 = time.monotonic()
     p = _campaign(store, "in-container", "--time-limit", "20", "--seed", "5",
                   "--nemesis", "standard", "--nemesis-interval", "5", "--junit", str(junit))
-    out, err = p.communicate(timeout=900)
+    p.wait(timeout=900)
+    out, err = _output(store, "in-container")
     record_timing("harness_container_campaign_20s", time.monotonic() - t0)
     assert p.returncode == 0, (out[-2000:], err[-2000:])
     run = (store / "in-container" / "latest").resolve()
@@ -115,10 +125,12 @@ def test_ctrl_c_stops_the_campaign_in_the_container(harness_image: str,
         run = _await_ops(store, "interrupted")
         assert any(_owned_by(p.pid).values())
         p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=300)
+        p.wait(timeout=300)
     finally:
         if p.poll() is None:
             p.kill()
+    out, err = _output(store, "interrupted")
+    assert "the harness container stops its run" in err
     # the campaign inside stopped as on a Ctrl-C in host mode: error "interrupted", exit 3
     assert p.returncode == 3, (out[-2000:], err[-2000:])
     results = json.loads((run / "results.json").read_text())
@@ -140,7 +152,7 @@ def test_sigkill_in_the_middle_is_swept_at_the_next_start(harness_image: str, tm
         _await_ops(store, "killed")
     finally:
         p.kill()
-        p.communicate(timeout=60)
+        p.wait(timeout=60)
     left = _owned_by(p.pid)
     # ZooKeeper, the proxy and 3 brokers (and the harness container), the run's network
     nodes = 5 + (harness == "container")
