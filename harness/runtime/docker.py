@@ -1020,7 +1020,8 @@ class DockerRuntime(Runtime):
         tails = "; ".join(f"{n}: {self._logs_tail(n, 3)}" for n in self.nodes
                           if not self.is_running(n))
         waited = timeout_s - max(0.0, deadline - time.monotonic())
-        raise DockerError(f"cluster not ready after {waited:.0f} s: {last}"
+        raise DockerError(f"cluster not ready after {waited:.0f} s"
+                          + (f": {last}" if last else "")
                           + (f"; exited: {tails}" if tails else ""))
 
     def _ready_command(self, i: int) -> list[str]:
@@ -1045,14 +1046,16 @@ class DockerRuntime(Runtime):
         zk = (ZOOKEEPER_NODE,) if self.recipe.zookeeper else ()
         for node in (*zk, "proxy", *self.nodes):
             path = run_dir / ("zookeeper.log" if node == ZOOKEEPER_NODE else f"{node}.log")
-            with open(path, "wb") as out:
+            tmp = path.with_name(path.name + ".tmp")
+            with open(tmp, "wb") as out:
                 r = subprocess.run([*_docker_cmd(), "logs", "-t", self.container(node)],
                                    stdout=out, stderr=subprocess.STDOUT, timeout=60,
                                    check=False)
             if r.returncode == 0:
+                os.replace(tmp, path)
                 written.append(path)
-            else:
-                path.unlink(missing_ok=True)  # no such container (the start failed early)
+            else:  # no such container (removed after a failed start: its copy above stays)
+                tmp.unlink(missing_ok=True)
         for i in range(1, self.brokers + 1):
             cfg = self.recipe.config_file
             conf = self.recipe.host_path(self.node_dir(node_name(i)), cfg) if cfg else None

@@ -62,6 +62,19 @@ def test_missing_engine_is_exit_3_with_one_line(tmp_path: Path) -> None:
     assert b.returncode == 3
     lines = b.stderr.strip().splitlines()
     assert len(lines) == 1 and "no Docker engine" in lines[0], lines
+    # the harness in a container: the CLI, and the standard-library launcher
+    r = _hiwater("campaign", "--runtime", "docker", "--harness", "container",
+                 "--store", str(tmp_path), env=env)
+    assert r.returncode == 3, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no Docker engine" in lines[0], lines
+    r = subprocess.run([sys.executable, "-S", "-m", "harness.runtime.harness_container",
+                        "campaign", "--store", str(tmp_path)], capture_output=True, text=True,
+                       timeout=60, cwd=REPO, env={**os.environ, **env}, check=False)
+    assert r.returncode == 3, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no Docker engine" in lines[0], lines
+    assert not any(tmp_path.iterdir())
 
 
 def test_image_context_changes_only_with_what_a_node_runs(tmp_path: Path) -> None:
