@@ -33,7 +33,6 @@ then its cluster. The runtime inside does not sweep: it cannot see the host's pr
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import subprocess
@@ -165,8 +164,8 @@ def run_in_container(campaign_args: Sequence[str], rw: Sequence[Path], ro: Seque
         try:
             code = proc.wait()
         except KeyboardInterrupt:  # the campaign's own code after it stopped (3: interrupted)
-            _interrupt(name, proc)
-            code = 130 if proc.poll() is None else proc.returncode
+            stopped = _interrupt(name, proc)
+            code = 130 if stopped is None else stopped
         if code not in CAMPAIGN_CODES:  # docker run's own failure (125-127), or killed (137)
             log(f"hiwater campaign: the harness container failed (docker run exit {code})")
             return EXIT_ERROR
@@ -180,19 +179,24 @@ def run_in_container(campaign_args: Sequence[str], rw: Sequence[Path], ro: Seque
             cleanup.unregister(token)
 
 
-def _interrupt(name: str, proc: subprocess.Popen[bytes]) -> None:
+def _interrupt(name: str, proc: subprocess.Popen[bytes]) -> int | None:
     """SIGINT to the campaign in the container (as a Ctrl-C: it stops its cluster and writes
-    its results), then up to STOP_GRACE_S for it to end."""
-    if proc.poll() is not None:
-        return
+    its results), up to STOP_GRACE_S for it to end (else the container is removed); its exit
+    code. Waits with `docker wait`, not on `proc`: this runs in a signal handler too, which
+    may have interrupted `proc.wait()` holding the Popen's wait lock (a second wait there
+    spun until its timeout)."""
+    if proc.returncode is not None:
+        return proc.returncode
     print("hiwater campaign: interrupted; the harness container stops its run", file=sys.stderr)
     hd.docker("kill", "-s", "INT", name, check=False, timeout_s=20)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=STOP_GRACE_S)
-    if proc.poll() is None:
+    try:
+        out = hd.docker("wait", name, check=False, timeout_s=STOP_GRACE_S).stdout.decode()
+    except hd.DockerError:  # not ended in time
+        out = ""
+    if not out.strip().isdigit():
         hd.docker("rm", "-f", name, check=False, timeout_s=60)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=30)
+        return None
+    return int(out.strip())
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,8 +5,8 @@ harness/runtime/harness_container.py), through the CLI as a user runs it:
   network (the faults through the engine's bind-mounted socket), is VALID, its run directory
   is complete on the host, the command's exit code is the campaign's, and nothing of the run
   remains;
-- Ctrl-C (SIGINT) of the host command: the campaign inside stops its cluster and writes its
-  results (error "interrupted", exit 3), and nothing remains;
+- Ctrl-C (SIGINT) or SIGTERM of the host command: the campaign inside stops its cluster and
+  writes its results (error "interrupted"; exit 3, or 143 for SIGTERM), and nothing remains;
 - SIGKILL of the host command (in either mode) leaves its cluster (and the harness container)
   running; the next start's sweep removes them all.
 """
@@ -116,23 +116,32 @@ def test_safe_campaign_with_the_harness_in_a_container(harness_image: str,
                      check=False).returncode != 0
 
 
-def test_ctrl_c_stops_the_campaign_in_the_container(harness_image: str,
-                                                    tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_stops_the_campaign_in_the_container(harness_image: str,
+                                                               tmp_path: Path,
+                                                               sig: signal.Signals) -> None:
+    """SIGTERM regression: the host's handler waited on the `docker run` process whose wait
+    it had interrupted (the Popen's lock held): 120 s of spinning, and a SIGKILL then left
+    the harness container behind."""
     store = tmp_path / "store"
     p = _campaign(store, "interrupted", "--time-limit", "300", "--nemesis", "kill",
                   "--nemesis-interval", "5")
     try:
         run = _await_ops(store, "interrupted")
         assert any(_owned_by(p.pid).values())
-        p.send_signal(signal.SIGINT)
+        t0 = time.monotonic()
+        p.send_signal(sig)
         p.wait(timeout=300)
+        took = time.monotonic() - t0
     finally:
         if p.poll() is None:
             p.kill()
     out, err = _output(store, "interrupted")
     assert "the harness container stops its run" in err
     # the campaign inside stopped as on a Ctrl-C in host mode: error "interrupted", exit 3
-    assert p.returncode == 3, (out[-2000:], err[-2000:])
+    # (SIGTERM: the host command's own 128 + 15)
+    assert p.returncode == (3 if sig == signal.SIGINT else 143), (out[-2000:], err[-2000:])
+    assert took < 100, took
     results = json.loads((run / "results.json").read_text())
     assert results["error"] == "interrupted" and results["verdict"] == "unknown"
     assert (run / "logs" / "n1.log").stat().st_size > 0
