@@ -172,6 +172,7 @@ def run_in_container(campaign_args: Sequence[str], rw: Sequence[Path], ro: Seque
         return code
     finally:
         try:
+            hd.docker("rm", "-f", name, check=False, timeout_s=60)  # ended: kept for its code
             left = hd.remove_owned(owner)
             if any(left.values()):
                 log(f"removed what the harness container left: {left}")
