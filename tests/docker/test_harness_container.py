@@ -169,3 +169,26 @@ def test_sigkill_in_the_middle_is_swept_at_the_next_start(harness_image: str, tm
     swept = hd.sweep_stale()  # what the next run does first
     assert swept["container"] >= nodes and swept["network"] >= 1, swept
     assert not any(_owned_by(p.pid).values()), _owned_by(p.pid)
+
+
+def test_launcher_without_the_project_environment(harness_image: str, tmp_path: Path) -> None:
+    """docs/ci.md's runner with only Docker and python3: the standard-library launcher (-S:
+    no site-packages) runs the campaign in a harness container; relative paths land in the
+    working directory."""
+    p = subprocess.run(
+        [sys.executable, "-S", "-m", "harness.runtime.harness_container", "campaign",
+         "--time-limit", "10", "--seed", "3", "--nemesis", "kill", "--nemesis-interval", "4",
+         "--name", "launcher", "--store", str(tmp_path / "store"), "--junit", "ci/j.xml"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=900, check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:])
+    run = (tmp_path / "store" / "launcher" / "latest").resolve()
+    assert f"VALID: {run / 'report.html'}" in p.stdout
+    assert json.loads((run / "results.json").read_text())["verdict"] == "valid"
+    assert (run / "report.html").stat().st_size > 0
+    assert ET.parse(tmp_path / "ci" / "j.xml").getroot().find("testsuite") is not None
+    assert "what the harness container left" not in p.stderr  # its campaign cleaned up
+    info = json.loads((run / "logs" / "runtime.json").read_text())
+    assert not any(hd.labelled(k, info["run_id"]) for k in ("container", "network", "volume"))
+    assert hd.docker("container", "inspect", info["harness_container"],
+                     check=False).returncode != 0
