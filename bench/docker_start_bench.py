@@ -4,6 +4,7 @@ runtime, the latter with a warm image cache and (``--cold``) after removing the 
 once its first op is recorded (the runtimes' cleanup then removes what they started).
 
     uv run python bench/docker_start_bench.py [--cold] [--cold-base] [--rounds N]
+        [--harness-container]
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def first_op_seconds(runtime: str, store: Path, timeout_s: float = 1800.0) -> float:
+def first_op_seconds(runtime: str, store: Path, timeout_s: float = 1800.0,
+                     harness: str = "host") -> float:
     cmd = [sys.executable, "-c", "from harness.cli import main; main()", "campaign",
            "--runtime", runtime, "--time-limit", "20", "--nemesis", "none", "--store",
-           str(store), "--name", f"bench-{runtime}"]
+           str(store), "--name", f"bench-{runtime}", "--harness", harness]
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
@@ -52,6 +54,8 @@ def main() -> int:
     ap.add_argument("--cold", action="store_true", help="remove the node images first")
     ap.add_argument("--cold-base", action="store_true", help="and the base image")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--harness-container", action="store_true",
+                    help="also Docker with the harness in a container (--harness container)")
     args = ap.parse_args()
     from harness.runtime import docker as hd
 
@@ -70,6 +74,9 @@ def main() -> int:
             else:
                 label = "docker (warm)"
             rows.append((label, first_op_seconds("docker", Path(tmp) / f"d{r}")))
+            if args.harness_container:  # the harness image as it is (built when missing)
+                rows.append(("docker, harness container", first_op_seconds(
+                    "docker", Path(tmp) / f"h{r}", harness="container")))
     local = [s for n, s in rows if n == "local"]
     base = sum(local) / len(local)
     print(f"{'runtime':<28} {'to first op, s':>15} {'x local':>8}")

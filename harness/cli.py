@@ -353,7 +353,8 @@ Scenarios (--scenario, scripted instead of --nemesis, paced by
 
 Docker (--runtime docker): --recipe FILE runs another broker image
 (docker/recipes/); --docker-pause sigstop pauses by SIGSTOP instead of
-the cgroup freezer. --junit FILE writes the results as JUnit XML.
+the cgroup freezer; --harness container runs the harness itself in a
+container on the run's network. --junit FILE writes the results as JUnit XML.
 
 Exit codes: 0 valid, 1 anomalies outside the policy, 2 unknown, 3 error.
 """
@@ -362,6 +363,7 @@ Exit codes: 0 valid, 1 anomalies outside the policy, 2 unknown, 3 error.
 
 @app.command("campaign", epilog=CAMPAIGN_EPILOG)
 def campaign_cmd(
+    ctx: typer.Context,
     brokers: Annotated[int, typer.Option(
         metavar="N", help="Local brokers (ids 1..N).", rich_help_panel=CLUSTER)] = 3,
     replication_factor: Annotated[int, typer.Option(
@@ -441,6 +443,10 @@ def campaign_cmd(
     junit: Annotated[Path | None, typer.Option(
         "--junit", metavar="FILE", help="Also write the results as JUnit XML (for CI).",
         rich_help_panel=OUTPUT)] = None,
+    harness: Annotated[str, typer.Option(
+        "--harness", metavar="WHERE", help="docker: where the harness runs: host, or "
+        "container (on the run's network; the host needs only Docker).",
+        rich_help_panel=CLUSTER)] = "host",
 ) -> None:
     """Run a Jepsen-style campaign on a local cluster.
 
@@ -476,11 +482,18 @@ def campaign_cmd(
         # what the values alone cannot tell; all before anything starts (issue #16)
         if "leader" in opts.nemesis_targets and not opts.target_leader:
             raise ValueError("--nemesis-targets leader needs --target-leader")
+        if harness not in ("host", "container"):
+            raise ValueError(f"--harness must be host or container; got {harness!r}")
+        if harness == "container" and (opts.runtime != "docker" or opts.bootstrap):
+            raise ValueError("--harness container needs --runtime docker (and no --bootstrap)")
+        if harness == "container" and os.environ.get("HIWATER_HARNESS_CONTAINER"):
+            raise ValueError("--harness container: this is the harness container already")
         if opts.runtime == "docker" and opts.bootstrap is None:
             from harness.runtime.docker import engine_unavailable_reason
 
             if (reason := engine_unavailable_reason()) is not None:
                 raise ValueError(reason)
+            _check_recipe_image(opts.recipe)
         elif opts.bootstrap is None:
             check_zookeeper()
         else:
@@ -488,6 +501,8 @@ def campaign_cmd(
     except ValueError as e:
         typer.echo(f"hiwater campaign: {e}", err=True)
         raise typer.Exit(EXIT_ERROR) from None
+    if harness == "container":
+        raise typer.Exit(_campaign_in_container(ctx, opts.store, junit, recipe))
     faults = opts.scenario or ",".join(opts.nemesis)
     base = opts.seed if opts.seed is not None else random.randrange(1 << 31)
     codes = []
@@ -513,6 +528,53 @@ def campaign_cmd(
             junit_runs.append((result.run_dir, result.results))
             write_junit(junit, junit_runs)
     raise typer.Exit(max(codes))
+
+
+def _check_recipe_image(path: Path | None) -> None:
+    """A recipe's own image must be on this machine (no registry is assumed): said before a
+    run directory exists, not as the run's error after the network and ZooKeeper started."""
+    if path is None:
+        return
+    from harness.runtime.docker import image_exists
+    from harness.runtime.recipe import load_recipe
+
+    r = load_recipe(path)
+    if not r.builtin_image and not image_exists(r.image):
+        raise ValueError(f"recipe {r.name}: image {r.image} is not on this machine "
+                         "(docker load or docker pull it first)")
+
+
+def _campaign_in_container(ctx: typer.Context, store: Path, junit: Path | None,
+                           recipe: Path | None) -> int:
+    """`--harness container`: the same campaign (the options given on the command line, the
+    paths made absolute) in a harness container (harness/runtime/harness_container.py)."""
+    from typer._click.core import ParameterSource
+
+    from harness.runtime.docker import DockerError
+    from harness.runtime.harness_container import run_in_container
+
+    store = store.resolve()
+    junit = junit.resolve() if junit else None
+    recipe = recipe.resolve() if recipe else None
+    paths = {"store": store, "junit": junit, "recipe": recipe}
+    args: list[str] = ["--store", str(store)]
+    for p in ctx.command.params:
+        if (p.name in ("harness", "store") or not p.opts or p.name is None
+                or ctx.get_parameter_source(p.name) != ParameterSource.COMMANDLINE):
+            continue
+        v = paths.get(p.name) or ctx.params[p.name]
+        for item in v if isinstance(v, list) else [v]:
+            if isinstance(item, bool):
+                args += [p.opts[0]] if item else list(p.secondary_opts[:1])
+            else:
+                args += [p.opts[0], str(item)]
+    rw = [store] + ([junit.parent] if junit else [])
+    ro = [recipe.parent] if recipe else []
+    try:
+        return run_in_container(args, rw, ro, log=lambda m: typer.echo(m, err=True))
+    except DockerError as e:
+        typer.echo(f"hiwater campaign: {e}", err=True)
+        return EXIT_BAD_INPUT
 
 
 @app.command("report")
@@ -578,13 +640,19 @@ def docker_build(
         help="Base image (debian:bookworm-slim with a registry; default $HIWATER_DOCKER_BASE, "
         "else hiwater/base:bookworm, debootstrapped).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Rebuild without the cache.")] = False,
+    harness: Annotated[bool, typer.Option(
+        "--harness", help="Also the harness image (campaign --harness container).")] = False,
 ) -> None:
     """Build the base image (debootstrap) and the node image, each only when missing.
     Exit 3 when no Docker engine is reachable or a build fails."""
     from harness.runtime.docker import DockerError, build_images
+    from harness.runtime.harness_container import build_harness_image
 
     try:
-        typer.echo(build_images(base, force=force, log=typer.echo))
+        node = build_images(base, force=force, log=typer.echo)
+        typer.echo(node)
+        if harness:
+            typer.echo(build_harness_image(node, force=force, log=typer.echo))
     except DockerError as e:
         typer.echo(f"hiwater docker build: {e}", err=True)
         raise typer.Exit(3) from None

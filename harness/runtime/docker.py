@@ -49,6 +49,11 @@ Faults:
 Everything of the run is removed by `stop()` (idempotent), also at interpreter exit or on
 SIGTERM/SIGHUP (`harness.runtime.cleanup`); containers, networks and volumes of runs whose
 owning process is gone are swept by label at the next start (`sweep_stale`).
+
+In a harness container (`--harness container`, harness/runtime/harness_container.py) the
+runtime attaches that container to the run's network and detaches it before removing the
+network, labels everything with the host command as owner, runs the node image the host
+built, and leaves sweeping to the host command.
 """
 
 from __future__ import annotations
@@ -86,8 +91,11 @@ from harness.runtime.base import (
     node_name,
     normalize_grudge,
 )
-from harness.runtime.disk import corrupt_segment_in, lose_unflushed_in, wipe_data_dir
 from harness.runtime.recipe import Recipe, hiwater_recipe
+
+# harness.runtime.disk (the broker's store: lz4, crc32c...) is imported where a disk fault
+# runs: the launcher of `--harness container` (harness_container.py) needs the standard
+# library alone
 
 REPO = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "hiwater/base:bookworm"
@@ -96,6 +104,15 @@ BASE_ENV = "HIWATER_DOCKER_BASE"
 NODE_REPO = "hiwater/node"
 LABEL = "hiwater.run"
 OWNER_LABEL = "hiwater.pid"
+# the harness in a container (harness/runtime/harness_container.py): its container carries
+# ROLE_LABEL=HARNESS_ROLE; inside it, the host command's owner label, the container's name,
+# its run id and the node image to run come in these variables
+ROLE_LABEL = "hiwater.role"
+HARNESS_ROLE = "harness"
+HARNESS_OWNER_ENV = "HIWATER_HARNESS_OWNER"
+HARNESS_CONTAINER_ENV = "HIWATER_HARNESS_CONTAINER"
+HARNESS_RUN_ENV = "HIWATER_HARNESS_RUN"
+NODE_IMAGE_ENV = "HIWATER_NODE_IMAGE"
 BROKER_PORT = 9092
 ADMIN_PORT = 9093
 PROXY_BASE_PORT = 9100
@@ -219,11 +236,18 @@ def _ca_files() -> list[tuple[str, Path]]:
 def build_context(root: Path = REPO) -> tuple[bytes, str]:
     """The node image's build context as a tar (fixed times and owners, so equal trees give
     equal bytes) and the hash of its contents."""
+    return pack_context([*_context_paths(root), *_ca_files()], [("deps/ca/.keep", b"")])
+
+
+def pack_context(files: Iterable[tuple[str, Path]],
+                 extra: Iterable[tuple[str, bytes]] = ()) -> tuple[bytes, str]:
+    """A build context (name in the context <- file), with README_PLACEHOLDER as README.md,
+    as a tar and the hash of its contents."""
     buf = io.BytesIO()
     h = hashlib.sha256()
     entries: list[tuple[str, bytes, int]] = [
-        ("deps/ca/.keep", b"", 0o644), ("README.md", README_PLACEHOLDER, 0o644)]
-    for name, path in [*_context_paths(root), *_ca_files()]:
+        *((name, data, 0o644) for name, data in extra), ("README.md", README_PLACEHOLDER, 0o644)]
+    for name, path in files:
         entries.append((name, path.read_bytes(),
                         0o755 if os.access(path, os.X_OK) else 0o644))
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -258,7 +282,7 @@ BUILD_LOCK = Path("/tmp/hiwater-docker-build.lock")
 
 
 @contextlib.contextmanager
-def _build_lock(timeout_s: float = BUILD_TIMEOUT_S) -> Iterator[None]:
+def build_lock(timeout_s: float = BUILD_TIMEOUT_S) -> Iterator[None]:
     """One image build at a time on this machine (test workers, campaigns side by side)."""
     with open(BUILD_LOCK, "a") as f:
         deadline = time.monotonic() + timeout_s
@@ -288,7 +312,7 @@ def build_images(base: str | None = None, force: bool = False,
     $HIWATER_DOCKER_BASE, else the debootstrapped hiwater/base:bookworm."""
     base = base or default_base()
     require_engine()
-    with _build_lock():
+    with build_lock():
         return _build_images(base, force, log, root)
 
 
@@ -315,18 +339,18 @@ def _build_images(base: str, force: bool, log: Callable[[str], None], root: Path
         tail = (r.stdout + r.stderr).decode(errors="replace").strip().splitlines()[-15:]
         raise DockerError("docker build of the node image failed:\n" + "\n".join(tail))
     log(f"built {ref} in {time.monotonic() - t0:.1f} s")
-    _prune_node_tags(ref)
+    prune_tags(NODE_REPO, ref)
     return ref
 
 
-def _prune_node_tags(keep: str) -> None:
-    """Remove the node image's source tags but the newest NODE_TAGS_KEPT (their unique layers
+def prune_tags(repo: str, keep: str) -> None:
+    """Remove the image's source tags but the newest NODE_TAGS_KEPT (their unique layers
     are only the source); a tag a container uses stays (docker refuses without -f)."""
     listed = _out("image", "ls", "--format", "{{.Repository}}:{{.Tag}} {{.CreatedAt}}",
-                  NODE_REPO).splitlines()
+                  repo).splitlines()
     tags = sorted((line.split(" ", 1) for line in listed if " " in line),
                   key=lambda t: t[1], reverse=True)
-    old = [t for t, _ in tags if t.startswith(f"{NODE_REPO}:src-") and t != keep]
+    old = [t for t, _ in tags if t.startswith(f"{repo}:src-") and t != keep]
     for tag in old[NODE_TAGS_KEPT:]:
         docker("image", "rm", tag, check=False)
 
@@ -344,8 +368,17 @@ def _start_time(pid: int) -> str | None:
 
 
 def owner_label(pid: int | None = None) -> str:
+    """`<pid>:<start time>` of the process that owns a run: this one, or in a harness
+    container the host command that started it (which removes the run when it ends)."""
+    if pid is None and (host := os.environ.get(HARNESS_OWNER_ENV)):
+        return host
     pid = os.getpid() if pid is None else pid
     return f"{pid}:{_start_time(pid)}"
+
+
+def harness_container_name() -> str | None:
+    """The name of the harness container this process runs in (None: on the host)."""
+    return os.environ.get(HARNESS_CONTAINER_ENV) or None
 
 
 def owner_alive(label: str) -> bool:
@@ -383,25 +416,46 @@ def labelled(kind: str, run_id: str | None = None) -> list[tuple[str, dict[str, 
     return out
 
 
-def remove_run(run_id: str | None = None, only_dead: bool = False) -> dict[str, int]:
+def remove_run(run_id: str | None = None, only_dead: bool = False,
+               owner: str | None = None) -> dict[str, int]:
     """Remove the containers, networks and volumes of one run (or, with `only_dead`, of every
-    run whose owning process is gone). Returns how many of each went."""
+    run whose owning process is gone; with `owner`, of every run that process owns). Returns
+    how many of each went. Harness containers go first: a harness stopped starts nothing
+    more, and what it started meanwhile is listed after it."""
+    def chosen(kind: str) -> list[tuple[str, dict[str, str]]]:
+        return [(i, labels) for i, labels in labelled(kind, run_id)
+                if (not only_dead or not owner_alive(labels.get(OWNER_LABEL, "")))
+                and (owner is None or labels.get(OWNER_LABEL) == owner)]
+
     removed = {"container": 0, "network": 0, "volume": 0}
+    harnesses = [i for i, labels in chosen("container")
+                 if labels.get(ROLE_LABEL) == HARNESS_ROLE]
+    if harnesses:
+        _remove_containers(harnesses)
+        removed["container"] += len(harnesses)
     for kind in ("container", "network", "volume"):
-        ids = [i for i, labels in labelled(kind, run_id)
-               if not only_dead or not owner_alive(labels.get(OWNER_LABEL, ""))]
+        ids = [i for i, _ in chosen(kind)]
         if not ids:
             continue
         if kind == "container":
-            paused = set(_out("ps", "-q", "--no-trunc", "--filter", "status=paused").split())
-            for i in ids:  # a paused container must be thawed before it can be killed
-                if i in paused:
-                    docker("unpause", i, check=False, timeout_s=20)
-            docker("rm", "-f", "-v", *ids, check=False, timeout_s=120)
+            _remove_containers(ids)
         else:
             docker(kind, "rm", *ids, check=False, timeout_s=60)
-        removed[kind] = len(ids)
+        removed[kind] += len(ids)
     return removed
+
+
+def _remove_containers(ids: Sequence[str]) -> None:
+    paused = set(_out("ps", "-q", "--no-trunc", "--filter", "status=paused").split())
+    for i in ids:  # a paused container must be thawed before it can be killed
+        if i in paused:
+            docker("unpause", i, check=False, timeout_s=20)
+    docker("rm", "-f", "-v", *ids, check=False, timeout_s=120)
+
+
+def remove_owned(owner: str) -> dict[str, int]:
+    """Remove every container, network and volume owned by the process `owner` labels."""
+    return remove_run(None, owner=owner)
 
 
 def sweep_stale() -> dict[str, int]:
@@ -577,10 +631,12 @@ _seq_lock = threading.Lock()
 
 
 def new_run_id() -> str:
+    """`<pid>-<n>-<random>`; in a harness container, the harness's run id in place of the pid
+    (which is 1 in every harness container)."""
     global _seq
     with _seq_lock:
         _seq += 1
-        return f"{os.getpid()}-{_seq}-{secrets.token_hex(2)}"
+        return f"{os.environ.get(HARNESS_RUN_ENV) or os.getpid()}-{_seq}-{secrets.token_hex(2)}"
 
 
 class DockerRuntime(Runtime):
@@ -671,11 +727,15 @@ class DockerRuntime(Runtime):
             self.started = True
             t0 = time.monotonic()
             require_engine()
-            swept = sweep_stale()
-            if any(swept.values()):
-                self.log(f"removed what dead runs left: {swept}")
-            if self.image is None:
-                self.image = build_images(self.base_image, log=self.log)
+            # in a harness container /proc is the container's: whether another run's owner
+            # lives cannot be told from here (the host command swept before starting it)
+            if harness_container_name() is None:
+                swept = sweep_stale()
+                if any(swept.values()):
+                    self.log(f"removed what dead runs left: {swept}")
+            if self.image is None:  # in a harness container: the host built it
+                self.image = (os.environ.get(NODE_IMAGE_ENV)
+                              or build_images(self.base_image, log=self.log))
             self.broker_image = self._recipe_image()
             self.timings["images_s"] = round(time.monotonic() - t0, 3)
             self._cleanup_token = cleanup.register(self.stop)
@@ -727,6 +787,8 @@ class DockerRuntime(Runtime):
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.subnet = create_network(self.project, {LABEL: self.run_id,
                                                     OWNER_LABEL: owner_label()})
+        if (me := harness_container_name()) is not None:  # the harness reaches the nodes directly
+            docker("network", "connect", self.project, me)
         (self.base_dir / "compose.yaml").write_text(render_compose(self.brokers, self.recipe))
         if self.recipe.zookeeper:
             zk_dir = self.node_dir(ZOOKEEPER_NODE)
@@ -854,6 +916,9 @@ class DockerRuntime(Runtime):
                 return
             self.stopped = True
             try:
+                if (me := harness_container_name()) is not None and self.subnet is not None:
+                    # a network with an endpoint cannot be removed
+                    docker("network", "disconnect", "-f", self.project, me, check=False)
                 remove_run(self.run_id)
             finally:
                 if self._cleanup_token is not None:
@@ -955,7 +1020,8 @@ class DockerRuntime(Runtime):
         tails = "; ".join(f"{n}: {self._logs_tail(n, 3)}" for n in self.nodes
                           if not self.is_running(n))
         waited = timeout_s - max(0.0, deadline - time.monotonic())
-        raise DockerError(f"cluster not ready after {waited:.0f} s: {last}"
+        raise DockerError(f"cluster not ready after {waited:.0f} s"
+                          + (f": {last}" if last else "")
                           + (f"; exited: {tails}" if tails else ""))
 
     def _ready_command(self, i: int) -> list[str]:
@@ -980,14 +1046,16 @@ class DockerRuntime(Runtime):
         zk = (ZOOKEEPER_NODE,) if self.recipe.zookeeper else ()
         for node in (*zk, "proxy", *self.nodes):
             path = run_dir / ("zookeeper.log" if node == ZOOKEEPER_NODE else f"{node}.log")
-            with open(path, "wb") as out:
+            tmp = path.with_name(path.name + ".tmp")
+            with open(tmp, "wb") as out:
                 r = subprocess.run([*_docker_cmd(), "logs", "-t", self.container(node)],
                                    stdout=out, stderr=subprocess.STDOUT, timeout=60,
                                    check=False)
             if r.returncode == 0:
+                os.replace(tmp, path)
                 written.append(path)
-            else:
-                path.unlink(missing_ok=True)  # no such container (the start failed early)
+            else:  # no such container (removed after a failed start: its copy above stays)
+                tmp.unlink(missing_ok=True)
         for i in range(1, self.brokers + 1):
             cfg = self.recipe.config_file
             conf = self.recipe.host_path(self.node_dir(node_name(i)), cfg) if cfg else None
@@ -999,6 +1067,7 @@ class DockerRuntime(Runtime):
             "runtime": "docker", "run_id": self.run_id, "project": self.project,
             "image": self.image, "subnet": str(self.subnet), "nodes": list(self.nodes),
             "pause_mode": self.pause_mode, "pair_links": self.pair_links,
+            "harness_container": harness_container_name(),
             "recipe": {"name": self.recipe.name, "path": str(self.recipe.path),
                        "broker_image": self.broker_image},
             "bootstrap": self.bootstrap if self.subnet else None,
@@ -1129,26 +1198,32 @@ class DockerRuntime(Runtime):
             raise NodeStateError(f"{fault} needs {node} down (kill or stop it first)")
 
     def wipe(self, node: str) -> dict[str, Any]:
+        from harness.runtime import disk
+
         self._require_down(node, "wipe")
         out: dict[str, Any] = {"node": node, "files": 0, "bytes": 0}
         for d in self.data_dirs(node):
-            r = wipe_data_dir(d)
+            r = disk.wipe_data_dir(d)
             out["files"] += r["files"]
             out["bytes"] += r["bytes"]
         return out
 
     def lose_unflushed(self, node: str) -> dict[str, Any]:
+        from harness.runtime import disk
+
         self._require_down(node, "lose-unflushed")
         lost: dict[str, Any] = {}
         for d in self.data_dirs(node):
-            lost.update(lose_unflushed_in(d))
+            lost.update(disk.lose_unflushed_in(d))
         return {"node": node, "lost": lost}
 
     def corrupt_segment(self, node: str, seed: int = 0, kind: str = "header",
                         topic: str | None = None) -> dict[str, Any]:
+        from harness.runtime import disk
+
         rng = random.Random(seed)
         dirs = self.data_dirs(node)
-        out = corrupt_segment_in(dirs[rng.randrange(len(dirs))], rng, kind, topic)
+        out = disk.corrupt_segment_in(dirs[rng.randrange(len(dirs))], rng, kind, topic)
         out["node"] = node
         out["node_running"] = self.is_running(node)
         return out

@@ -119,3 +119,61 @@ def test_campaign_on_an_image_built_here_with_sigstop_pauses(node_image: str,
     assert results["verdict"] == "valid"
     assert results["probes"]["samples"] > 0  # admin_port: the live probe ran
     assert not any(hd.labelled(k, info["run_id"]) for k in ("container", "network", "volume"))
+
+
+def _recipe_like_single(tmp_path: Path, image: str, command: str | None = None) -> Path:
+    """tests/docker/single/recipe.toml with another image (and command)."""
+    text = (SINGLE / "recipe.toml").read_text()
+    lines = [f'image = "{image}"' if x.startswith("image =") else x for x in text.splitlines()]
+    text = "\n".join(lines) + "\n"
+    if command is not None:
+        start, end = text.index("command = ["), text.index("]\nmount =") + 1
+        text = text[:start] + f"command = {json.dumps(['sh', '-c', command])}" + text[end:]
+    path = tmp_path / "recipe.toml"
+    path.write_text(text)
+    return path
+
+
+def test_recipe_image_not_on_this_machine_is_exit_3_with_one_line(tmp_path: Path) -> None:
+    from tests.docker.conftest import require_docker
+
+    require_docker()
+    recipe = _recipe_like_single(tmp_path, "hiwater/no-such-image:none")
+    store = tmp_path / "store"
+    r = _hiwater("campaign", "--runtime", "docker", "--recipe", str(recipe), "--brokers", "1",
+                 "--rf", "1", "--min-isr", "1", "--store", str(store))
+    assert r.returncode == 3, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        "hiwater campaign: recipe hiwater-single: image hiwater/no-such-image:none is not on "
+        "this machine (docker load or docker pull it first)"]
+    assert not store.exists()  # said before anything started
+
+
+def test_image_that_does_not_start_is_exit_3_and_leaves_nothing(node_image: str,
+                                                               tmp_path: Path) -> None:
+    """A broker image whose container exits at once: the campaign ends in a few seconds with
+    exit 3, the error names the node and what it said, its log is in the run directory, and
+    nothing of the run is left running."""
+    image = f"hiwater/crash-test-{os.getpid()}:latest"
+    recipe = _recipe_like_single(tmp_path, image,
+                                 "echo 'broken image: no broker in here' >&2; exit 1")
+    hd.docker("tag", node_image, image)
+    try:
+        t0 = time.monotonic()
+        r = _hiwater("campaign", "--runtime", "docker", "--recipe", str(recipe),
+                     "--brokers", "1", "--rf", "1", "--min-isr", "1", "--time-limit", "10",
+                     "--name", "crash", "--store", str(tmp_path / "store"))
+        took = time.monotonic() - t0
+    finally:
+        hd.docker("image", "rm", image, check=False)  # the tag alone: the image is shared
+    assert r.returncode == 3, (r.stdout[-1500:], r.stderr[-1500:])
+    errors = [x for x in r.stderr.splitlines() if x.startswith("error: ")]
+    assert len(errors) == 1 and "cluster not ready" in errors[0], r.stderr
+    assert "exited: n1:" in errors[0] and "broken image: no broker in here" in errors[0]
+    assert took < 150, took  # not the recipe's whole ready timeout (150 s)
+    run = (tmp_path / "store" / "crash" / "latest").resolve()
+    results = json.loads((run / "results.json").read_text())
+    assert results["verdict"] == "unknown" and results["exit_code"] == 3
+    assert "broken image" in (run / "logs" / "n1.log").read_text()
+    info = json.loads((run / "logs" / "runtime.json").read_text())
+    assert not any(hd.labelled(k, info["run_id"]) for k in ("container", "network", "volume"))
