@@ -24,13 +24,16 @@ from core.types import NO_LEADER, Errors
 from harness.history import FAIL, INFO, INVOKE, NEMESIS, OK, Op, op_to_dict
 from harness.sim.cluster import ZK, Cluster, NetConfig, Violation
 from harness.sim.diskfaults import DISK_FAULTS, DiskFaults
+from harness.sim.timing import TIMING_FAULTS, TimingFaults
 from harness.sim.sched import US_PER_MS
 from spec.bugs import CATALOGUE
 from spec.world import TP
 
 FAULTS = ("kill", "lossy-kill", "partition", "zk-isolate", "pause", "expire", "clog",
           "move-leader")
-ALL_FAULTS = FAULTS + DISK_FAULTS
+# kinds added after seeds were first pinned: drawn from a stream of their own (draw_later)
+LATER_FAULTS = DISK_FAULTS + TIMING_FAULTS
+ALL_FAULTS = FAULTS + LATER_FAULTS
 WORKLOADS = ("queue", "register")
 KEY = 0  # the queue workload's one key: partition t-0, the one spec's invariants watch
 CLIENT_TIMEOUT_MS = 5_000
@@ -117,13 +120,13 @@ def draw_workload(opts: SimOptions) -> str:
     return random.Random(f"workload {opts.seed}").choice(WORKLOADS)
 
 
-def draw_disk_faults(opts: SimOptions) -> tuple[str, ...]:
-    """The disk fault kinds a seed turns on, from a stream of their own (as the workload), so
-    a seed that draws none runs as it did before they existed."""
-    kinds = tuple(f for f in opts.faults if f in DISK_FAULTS)
+def draw_later_faults(opts: SimOptions) -> tuple[str, ...]:
+    """The later fault kinds (disk, timing) a seed turns on, from a stream of their own (as
+    the workload), so a seed that draws none runs as it did before they existed."""
+    kinds = tuple(f for f in LATER_FAULTS if f in opts.faults)
     if not opts.swarm:
         return kinds
-    r = random.Random(f"disk {opts.seed}")
+    r = random.Random(f"later faults {opts.seed}")
     return tuple(f for f in kinds if r.random() < 0.5)
 
 
@@ -131,7 +134,7 @@ def draw(opts: SimOptions, rng: random.Random) -> Drawn:
     # swarm testing: each seed enables a random subset of the fault kinds
     faults = tuple(f for f in opts.faults if f in FAULTS and rng.random() < 0.5) \
         if opts.swarm else tuple(f for f in opts.faults if f in FAULTS)
-    faults += draw_disk_faults(opts)
+    faults += draw_later_faults(opts)
     acks = 1 if opts.bug == "acks-1" else -1
     return Drawn(
         faults=faults,
@@ -404,6 +407,7 @@ class Nemesis:
         self.stopped = False
         self.crashed: set[int] = set()
         self.disk = DiskFaults(self)
+        self.timing = TimingFaults(self)
 
     def start(self) -> None:
         if self.d.faults:
@@ -473,6 +477,8 @@ class Nemesis:
                              if node.node is not None else None)
         elif kind in DISK_FAULTS:
             self.disk.inject(kind, b)
+        elif kind in TIMING_FAULTS:
+            self.timing.inject(kind, b)
         self._next()
 
     def _restart(self, b: int) -> None:
@@ -494,6 +500,7 @@ class Nemesis:
     def heal_all(self) -> None:
         self.stopped = True
         self.disk.heal()
+        self.timing.heal()
         self._heal()
         self.c.clogged.clear()
         for br in self.c.brokers:
