@@ -103,12 +103,11 @@ class DiskFaults:
         if not isinstance(err, SimulatedCrash) or br.incarnation != inc or b not in self.armed:
             return  # a real halt stays a halt
         self.armed.discard(b)
-        nem.c.note(f"torn-crash {b}")
-        nem.w.record(NEMESIS, INFO, "kill", {"node": b, "lossy": True, "torn": True})
         br.crash(lossy=True, torn=True)
         report = list(br.logs.recovery_report) if br.logs is not None else []
-        if report:
-            nem.c.note(f"recovered {b}: {report}")
+        nem.c.note(f"torn-crash {b}: {report}")
+        nem.w.record(NEMESIS, INFO, "kill", {"node": b, "lossy": True, "torn": True,
+                                             "recovery": report})
         nem._later(lambda: nem._restart(b))
 
     # -- bit flips ----------------------------------------------------------------------
