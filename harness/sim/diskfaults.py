@@ -104,7 +104,7 @@ class DiskFaults:
             return  # a real halt stays a halt
         self.armed.discard(b)
         br.crash(lossy=True, torn=True)
-        report = list(br.logs.recovery_report) if br.logs is not None else []
+        report: list[str] = list(br.logs.recovery_report) if br.logs is not None else []
         nem.c.note(f"torn-crash {b}: {report}")
         nem.w.record(NEMESIS, INFO, "kill", {"node": b, "lossy": True, "torn": True,
                                              "recovery": report})
@@ -151,7 +151,7 @@ class DiskFaults:
         # recover now, as the restart will: the projected disk is what recovery leaves
         br.logs = None
         br.open_logs()
-        report = list(br.logs.recovery_report) if br.logs is not None else []
+        report: list[str] = list(br.logs.recovery_report) if br.logs is not None else []
         flip = {"node": b, "file": str(path), "position": position, "bit": bit,
                 "size": size, "recovery": report}
         self.flips.append(flip)

@@ -195,7 +195,7 @@ class RegisterWorkload(Workload):
                 return
             pairs = read.get("pairs", [])
             view = self.views[i]
-            for offset, g in pairs:
+            for _offset, g in pairs:
                 kv = self.values.get(g)
                 if kv is not None:
                     view[kv[0]] = kv[1]

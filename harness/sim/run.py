@@ -24,8 +24,8 @@ from core.types import NO_LEADER, Errors
 from harness.history import FAIL, INFO, INVOKE, NEMESIS, OK, Op, op_to_dict
 from harness.sim.cluster import ZK, Cluster, NetConfig, Violation
 from harness.sim.diskfaults import DISK_FAULTS, DiskFaults
-from harness.sim.timing import TIMING_FAULTS, TimingFaults
 from harness.sim.sched import US_PER_MS
+from harness.sim.timing import TIMING_FAULTS, TimingFaults
 from spec.bugs import CATALOGUE
 from spec.world import TP
 

@@ -138,7 +138,7 @@ class TimingFaults:
             inner(held.pop(0))
             c.sched.after_us(US_PER_MS, lambda: c.run_on(b, inc, deliver))
 
-        node.handle = handle  # type: ignore[method-assign]
+        node.handle = handle  # type: ignore[method-assign,assignment]
         self.holds[b] = release
         c.sched.after_us(hold_ms * US_PER_MS, lambda: self._end(b, inc, release))
 
