@@ -133,8 +133,17 @@ class RegisterWorkload(Workload):
         p = self.process[i]
         self.record(p, INVOKE, "read", [k, None])
         deadline = self.c.sched.now_us + READ_TIMEOUT_MS * US_PER_MS
-        b = self._pick_broker(i)
-        epoch = self.epoch[i]
+        # As spec.model's clients (and the queue clients' ListOffsets): the leader ZooKeeper
+        # names, with its epoch. A client with stale metadata can read a zombie leader's HW,
+        # which ZooKeeper-era Kafka does not fence (KIP-320 fences only a client that knows
+        # the newer epoch): spec's KIP-207 invariant and linearizable reads assume the
+        # current epoch.
+        zp = self.c.zk.partition
+        if zp is None or zp.leader == NO_LEADER:
+            self.record(p, FAIL, "read", [k, None], {"error": "LEADER_NOT_AVAILABLE"})
+            self._finish(i, False)
+            return
+        b, epoch = zp.leader, zp.leader_epoch
 
         def failed(error: str, definite: bool) -> None:
             self._forget_leader(i)
