@@ -15,8 +15,9 @@
   checkpoint is checked against the log or clamped to it. Never a silent wrong read: the
   records served afterwards are the records written.
 
-The flip lands only once the broker is out of the ZooKeeper ISR (it is down: its session
-expires and the controller removes it): the fault model of Kafka's ZooKeeper era, and of
+The flip lands only once the broker is out of the ZooKeeper ISR and out of every leader's
+view of it (it is down: its session expires, the controller removes it and tells the
+leader): the fault model of Kafka's ZooKeeper era, and of
 spec's invariants, is that an ISR member's disk holds what it acknowledged; a corrupted ISR
 member re-elected before it fetched again is KIP-966's unclean recovery, which ZooKeeper-era
 Kafka has no fix for. So every spec invariant is still checked in full on these seeds.
@@ -29,9 +30,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from broker.store.fs import SimFS, SimulatedCrash
+from core.types import Role
 from harness.history import INFO, NEMESIS
 from harness.sim.cluster import DATA_DIR
 from harness.sim.sched import US_PER_MS
+from spec.world import TP
 
 if TYPE_CHECKING:
     from harness.sim.run import Nemesis
@@ -126,8 +129,7 @@ class DiskFaults:
         br = c.brokers[b]
         if br.node is not None or br.incarnation != inc or nem.stopped:
             return  # restarted meanwhile (the liveness phase heals everything)
-        p = c.zk.partition
-        if p is not None and (b in p.isr or p.leader == b):
+        if self._counted_in_sync(b):
             if left_ms <= 0:
                 nem._restart(b)  # never left the ISR (the last replica standing): no flip
                 return
@@ -136,6 +138,21 @@ class DiskFaults:
             return
         self._flip(b)
         nem._later(lambda: nem._restart(b))
+
+    def _counted_in_sync(self, b: int) -> bool:
+        """b is in the ZooKeeper ISR, or in the ISR some leader believes in (spec's
+        strong_isr and weak_isr: either could count on b's disk)."""
+        c = self.nem.c
+        p = c.zk.partition
+        if p is not None and (b in p.isr or p.leader == b):
+            return True
+        for br in c.brokers:
+            if br.node is None:
+                continue
+            for r in br.node.state.replicas:
+                if r.tp == TP and r.role == Role.LEADER and b in r.isr:
+                    return True
+        return False
 
     def _flip(self, b: int) -> None:
         nem, br = self.nem, self.nem.c.brokers[b]
