@@ -127,3 +127,23 @@ def test_seeds_that_draw_no_new_fault_run_as_before() -> None:
         # (the trace's first lines name the options, so compare what ran)
         assert history_lines(old.history) == history_lines(r.history)
         assert (old.events, old.steps) == (r.events, r.steps)
+
+
+# -- historic bugs the swarm finds (README "Simulation": seeds needed per switch) ------------
+
+# (switch, the first failing seed of `hiwater sim --swarm 300 --seed 0 --bug NAME --time 10`,
+#  what tells it): each also passes with the switch off (the fixed protocol).
+FOUND_BY_SWARM = [
+    ("unfenced-truncation", 10, "strong_isr"),
+    ("kip-320-first-try", 10, "nonlinearizable"),
+    ("hw-over-committed-isr", 29, "strong_isr"),
+    ("no-fetch-epoch-fencing", 40, "strong_isr"),
+]
+
+
+@pytest.mark.parametrize("bug,seed,what", FOUND_BY_SWARM)
+def test_a_swarm_seed_finds_the_historic_bug(bug: str, seed: int, what: str) -> None:
+    broken = run_seed(SimOptions(seed=seed, bug=bug, time_s=10.0))
+    assert not broken.ok and broken.failure is not None and what in broken.failure
+    fixed = run_seed(SimOptions(seed=seed, time_s=10.0))
+    assert fixed.ok, fixed.failure
