@@ -138,6 +138,7 @@ FOUND_BY_SWARM = [
     ("kip-320-first-try", 10, "nonlinearizable"),
     ("hw-over-committed-isr", 29, "strong_isr"),
     ("no-fetch-epoch-fencing", 40, "strong_isr"),
+    ("no-controller-epoch-check", 172, "controller_cache_matches_zk"),
 ]
 
 
@@ -182,3 +183,13 @@ def test_a_flip_in_a_batchs_crc_less_prefix_is_invisible_to_the_store(
     assert flip["file"].endswith(".log") and flip["recovery"] == []  # the store saw nothing
     assert not r.ok and r.failure is not None and "log_matching" in r.failure
     assert "268435456" in r.failure  # epoch 0 with bit 28 set
+
+
+@pytest.mark.xfail(strict=True, reason="open: seed 202 (fixed protocol, register, faults "
+                   "partition, zk-isolate, clog, torn-crash, slow-zk) does not converge: "
+                   "ZooKeeper names broker 1 leader (epoch 2) but it answers "
+                   "NOT_LEADER_OR_FOLLOWER to every OffsetsForLeaderEpoch for 60 s; not "
+                   "yet diagnosed (found at the deadline)")
+def test_seed_202_converges() -> None:
+    r = run_seed(SimOptions(seed=202, time_s=10.0))
+    assert r.ok, r.failure
