@@ -193,3 +193,13 @@ def test_a_flip_in_a_batchs_crc_less_prefix_is_invisible_to_the_store(
 def test_seed_202_converges() -> None:
     r = run_seed(SimOptions(seed=202, time_s=10.0))
     assert r.ok, r.failure
+
+
+def test_no_flip_while_a_delayed_leader_and_isr_may_still_count_the_broker() -> None:
+    """Seed 227: broker 2's segment flipped once it was out of the ZooKeeper ISR and of every
+    leader's view, but a LeaderAndIsr held on broker 1's slow control channel (bounce-leader)
+    then made broker 1 a leader whose ISR still named broker 2 (weak_isr). A flip now waits
+    while control requests are held or links clogged."""
+    r = run_seed(SimOptions(seed=227, time_s=10.0))
+    assert r.ok, r.failure
+    assert {"bitflip", "bounce-leader"} <= set(r.drawn.faults)
