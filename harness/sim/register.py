@@ -48,6 +48,9 @@ class RegisterWorkload(Workload):
         self.values: dict[int, tuple[int, int]] = {}  # record id -> (key, value)
         self.views: list[dict[int, int]] = [{} for _ in range(opts.clients)]  # key -> value
         self.epoch = [UNDEFINED_EPOCH] * opts.clients  # the leader epoch the metadata said
+        # bumped when a client's consumer starts afresh (a new process, the final reads): a
+        # fetch answered after that belongs to the old consumer and must not move the new one
+        self.consumer_gen = [0] * opts.clients
 
     # -- metadata -----------------------------------------------------------------------
 
@@ -89,6 +92,7 @@ class RegisterWorkload(Workload):
     def _finish(self, i: int, lost_process: bool) -> None:
         if lost_process:  # a new process starts with a fresh consumer: from offset 0
             self.views[i] = {}
+            self.consumer_gen[i] += 1
         super()._finish(i, lost_process)
 
     def _write(self, i: int, k: int, v: int) -> None:
@@ -183,6 +187,7 @@ class RegisterWorkload(Workload):
             failed("read timeout", False)
             return
         pos = self.position[i]
+        gen = self.consumer_gen[i]
         read: dict[str, list[list[int]]] = {}
 
         def make(br: Any, rid: int) -> None:
@@ -201,6 +206,11 @@ class RegisterWorkload(Workload):
             assert isinstance(r, fx.ConsumerFetchReply)
             if r.error != Errors.NONE:
                 failed(r.error.name, True)
+                return
+            if self.consumer_gen[i] != gen:
+                # the consumer started afresh while this fetch was out (seed 257: its
+                # records moved the fresh consumer's position past a key it never saw)
+                failed("consumer reset", False)
                 return
             pairs = read.get("pairs", [])
             view = self.views[i]
@@ -227,3 +237,4 @@ class RegisterWorkload(Workload):
         self.views = [{} for _ in range(self.opts.clients)]
         for i in range(self.opts.clients):
             self.epoch[i] = UNDEFINED_EPOCH
+            self.consumer_gen[i] += 1
