@@ -742,6 +742,8 @@ def sim(
                                            help="Every fault kind on (no draw).")] = False,
     faults: Annotated[str | None, typer.Option(metavar="KINDS",
                                                help="Fault kinds the seeds draw from.")] = None,
+    workload: Annotated[str, typer.Option(
+        metavar="NAME", help="queue, register, or any (each seed draws one).")] = "any",
     workers: Annotated[int | None, typer.Option(help="Processes (default: cores).")] = None,
     store: Annotated[Path, typer.Option(help="Where failing seeds' runs go.")] = Path(
         "store/sim"),
@@ -760,7 +762,7 @@ def sim(
 
     rc = sim_command(seed=seed, seeds=seeds, swarm=swarm, bug=bug, nodes=nodes, time_s=time_s,
                      liveness_s=liveness, no_swarm=no_swarm, faults=faults, workers=workers,
-                     store=store, replay=replay, echo=typer.echo)
+                     store=store, replay=replay, echo=typer.echo, workload=workload)
     raise typer.Exit(rc)
 
 

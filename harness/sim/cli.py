@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.sim.run import (
-    FAULTS,
+    ALL_FAULTS,
+    WORKLOADS,
     SimOptions,
     SimResult,
     read_trace,
@@ -134,7 +135,7 @@ def write_run(directory: Path, r: SimResult) -> Path:
 def sim_command(*, seed: int | None, seeds: str | None, swarm: int | None, bug: str | None,
                 nodes: int, time_s: float, liveness_s: float, no_swarm: bool,
                 faults: str | None, workers: int | None, store: Path, replay: Path | None,
-                echo: Callable[[str], None]) -> int:
+                echo: Callable[[str], None], workload: str = "any") -> int:
     if replay is not None:
         return replay_command(replay, store, echo)
     try:
@@ -145,11 +146,14 @@ def sim_command(*, seed: int | None, seeds: str | None, swarm: int | None, bug: 
             raise ValueError(f"--nodes must be 1..7; got {nodes}")
         if time_s <= 0 or liveness_s <= 0:
             raise ValueError("--time and --liveness must be positive")
-        kinds = FAULTS if faults is None else tuple(
+        kinds = ALL_FAULTS if faults is None else tuple(
             f.strip() for f in faults.split(",") if f.strip() and f.strip() != "none")
-        unknown = [f for f in kinds if f not in FAULTS]
+        unknown = [f for f in kinds if f not in ALL_FAULTS]
         if unknown:
-            raise ValueError(f"unknown fault {unknown[0]!r}; known: {', '.join(FAULTS)}")
+            raise ValueError(f"unknown fault {unknown[0]!r}; known: {', '.join(ALL_FAULTS)}")
+        if workload not in (*WORKLOADS, "any"):
+            raise ValueError(f"--workload must be one of {', '.join(WORKLOADS)}, any; "
+                             f"got {workload!r}")
         n_workers = workers if workers is not None else (os.cpu_count() or 1)
         if n_workers < 1:
             raise ValueError("--workers must be at least 1")
@@ -157,7 +161,7 @@ def sim_command(*, seed: int | None, seeds: str | None, swarm: int | None, bug: 
         echo(f"hiwater sim: {e}")
         return EXIT_BAD_INPUT
     base = SimOptions(seed=seed_list[0], nodes=nodes, time_s=time_s, liveness_s=liveness_s,
-                      bug=bug, swarm=not no_swarm, faults=kinds)
+                      bug=bug, swarm=not no_swarm, faults=kinds, workload=workload)
     t0 = time.perf_counter()
     failed: list[Summary] = []
 

@@ -166,8 +166,9 @@ class Broker:
         c.zk.connect(self.id, inc)
         node.handle(ev.Started())
 
-    def crash(self, lossy: bool) -> None:
-        """kill -9 (the page cache survives) or, `lossy`, a machine crash (it does not)."""
+    def crash(self, lossy: bool, torn: bool = False) -> None:
+        """kill -9 (the page cache survives) or, `lossy`, a machine crash (it does not;
+        `torn`: a random prefix of each file's unsynced tail survives, maybe garbled)."""
         if self.node is not None:
             self.node.close()
         self.node = None
@@ -175,7 +176,7 @@ class Broker:
         self.deferred = []
         self.c.dirty = True
         self.incarnation += 1  # every callback of the old process is void
-        self.fs.crash(lose_unsynced=lossy)
+        self.fs.crash(lose_unsynced=lossy, torn=torn)
         self.logs = None
         # Recover now (what the restart will find), so the projected disk is the real one.
         self.open_logs()

@@ -23,12 +23,18 @@ from core.config import ProtocolConfig
 from core.types import NO_LEADER, Errors
 from harness.history import FAIL, INFO, INVOKE, NEMESIS, OK, Op, op_to_dict
 from harness.sim.cluster import ZK, Cluster, NetConfig, Violation
+from harness.sim.diskfaults import DISK_FAULTS, DiskFaults
 from harness.sim.sched import US_PER_MS
+from harness.sim.timing import TIMING_FAULTS, TimingFaults
 from spec.bugs import CATALOGUE
 from spec.world import TP
 
 FAULTS = ("kill", "lossy-kill", "partition", "zk-isolate", "pause", "expire", "clog",
           "move-leader")
+# kinds added after seeds were first pinned: drawn from a stream of their own (draw_later)
+LATER_FAULTS = DISK_FAULTS + TIMING_FAULTS
+ALL_FAULTS = FAULTS + LATER_FAULTS
+WORKLOADS = ("queue", "register")
 KEY = 0  # the queue workload's one key: partition t-0, the one spec's invariants watch
 CLIENT_TIMEOUT_MS = 5_000
 PRODUCE_TIMEOUT_MS = 4_000
@@ -43,9 +49,10 @@ class SimOptions:
     liveness_s: float = 60.0  # the bound on convergence after healing
     bug: str | None = None  # a spec.bugs scenario name
     swarm: bool = True  # draw faults and rates from the seed
-    faults: tuple[str, ...] = FAULTS  # (without swarm: all of these)
+    faults: tuple[str, ...] = ALL_FAULTS  # (without swarm: all of these)
     clients: int = 3
     check_invariants: bool = True
+    workload: str = "any"  # queue, register, or any: the seed draws one (swarm testing)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -53,7 +60,8 @@ class SimOptions:
     @staticmethod
     def from_json(d: dict[str, Any]) -> SimOptions:
         d = dict(d)
-        d["faults"] = tuple(d.get("faults", FAULTS))
+        d["faults"] = tuple(d.get("faults", FAULTS))  # older traces: no disk faults
+        d.setdefault("workload", "queue")  # traces written before there was a choice
         return SimOptions(**d)
 
 
@@ -73,6 +81,7 @@ class Drawn:
     send_ratio: float
     acks: int
     flush_each: bool
+    workload: str = "queue"
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -101,9 +110,31 @@ def scenario(name: str) -> Any:
     raise ValueError(f"unknown bug {name!r}; known: {', '.join(s.name for s in CATALOGUE)}")
 
 
+def draw_workload(opts: SimOptions) -> str:
+    """The workload a seed runs. "any" draws it from a stream of its own, so the faults,
+    rates and network a seed draws stay what they were before there was a choice."""
+    if opts.workload != "any":
+        return opts.workload
+    if not opts.swarm:
+        return "queue"
+    return random.Random(f"workload {opts.seed}").choice(WORKLOADS)
+
+
+def draw_later_faults(opts: SimOptions) -> tuple[str, ...]:
+    """The later fault kinds (disk, timing) a seed turns on, from a stream of their own (as
+    the workload), so a seed that draws none runs as it did before they existed."""
+    kinds = tuple(f for f in LATER_FAULTS if f in opts.faults)
+    if not opts.swarm:
+        return kinds
+    r = random.Random(f"later faults {opts.seed}")
+    return tuple(f for f in kinds if r.random() < 0.5)
+
+
 def draw(opts: SimOptions, rng: random.Random) -> Drawn:
     # swarm testing: each seed enables a random subset of the fault kinds
-    faults = tuple(f for f in opts.faults if rng.random() < 0.5) if opts.swarm else opts.faults
+    faults = tuple(f for f in opts.faults if f in FAULTS and rng.random() < 0.5) \
+        if opts.swarm else tuple(f for f in opts.faults if f in FAULTS)
+    faults += draw_later_faults(opts)
     acks = 1 if opts.bug == "acks-1" else -1
     return Drawn(
         faults=faults,
@@ -120,7 +151,9 @@ def draw(opts: SimOptions, rng: random.Random) -> Drawn:
         # A machine crash loses unflushed acknowledged records on the last replica standing,
         # a loss ZooKeeper-era Kafka has no fix for (spec.bugs "last-replica-standing"): so
         # with lossy crashes on, the log is flushed at each append, except to show B3.
-        flush_each="lossy-kill" in faults and opts.bug != "min-isr-1-lossy-crash",
+        flush_each=("lossy-kill" in faults or "torn-crash" in faults)
+        and opts.bug != "min-isr-1-lossy-crash",
+        workload=draw_workload(opts),
     )
 
 
@@ -373,6 +406,8 @@ class Nemesis:
         self.count = 0
         self.stopped = False
         self.crashed: set[int] = set()
+        self.disk = DiskFaults(self)
+        self.timing = TimingFaults(self)
 
     def start(self) -> None:
         if self.d.faults:
@@ -440,6 +475,10 @@ class Nemesis:
                     c.run_on(ctl, node.incarnation,
                              lambda: node.node.handle(ev.LeaderMoveRequested(TP, t))
                              if node.node is not None else None)
+        elif kind in DISK_FAULTS:
+            self.disk.inject(kind, b)
+        elif kind in TIMING_FAULTS:
+            self.timing.inject(kind, b)
         self._next()
 
     def _restart(self, b: int) -> None:
@@ -460,6 +499,8 @@ class Nemesis:
 
     def heal_all(self) -> None:
         self.stopped = True
+        self.disk.heal()
+        self.timing.heal()
         self._heal()
         self.c.clogged.clear()
         for br in self.c.brokers:
@@ -492,7 +533,7 @@ def run_seed(opts: SimOptions, *, keep_trace: bool = False, check: bool = True) 
     c, d, rng = build(opts)
     if keep_trace:
         c.trace = []
-    w = Workload(c, opts, d, random.Random(rng.randrange(1 << 62)))
+    w = make_workload(c, opts, d, random.Random(rng.randrange(1 << 62)))
     nem = Nemesis(c, w, d, random.Random(rng.randrange(1 << 62)))
     c.note(f"options {json.dumps(opts.to_json(), sort_keys=True)}")
     c.note(f"drawn {json.dumps(d.to_json(), sort_keys=True)}")
@@ -529,12 +570,29 @@ def run_seed(opts: SimOptions, *, keep_trace: bool = False, check: bool = True) 
 
         checked = check_history(w.history)
         if checked.get("valid?") is not True:
-            q = checked.get("queue", {})
-            bad = q.get("bad_anomaly_types") or q.get("anomaly_types")
-            failure = f"anomaly {bad}: {str(q.get('anomalies'))[:300]}"
+            failure = anomaly_line(checked)
     return SimResult(opts, d, failure is None, failure, w.history, c.hash.hexdigest(),
                      sched.events, c.stepped, sched.now_us // US_PER_MS, nem.count, checked,
                      c.trace)
+
+
+def make_workload(c: Cluster, opts: SimOptions, d: Drawn, rng: random.Random) -> Workload:
+    if d.workload == "register":
+        from harness.sim.register import RegisterWorkload
+
+        return RegisterWorkload(c, opts, d, rng)
+    return Workload(c, opts, d, rng)
+
+
+def anomaly_line(checked: dict[str, Any]) -> str:
+    """The checkers' verdict as the seed's failure line (queue or linearizability)."""
+    q = checked.get("queue")
+    if q is not None and q.get("valid?") is not True:
+        bad = q.get("bad_anomaly_types") or q.get("anomaly_types")
+        return f"anomaly {bad}: {str(q.get('anomalies'))[:300]}"
+    lz = checked.get("linearizable", {})
+    return (f"anomaly {lz.get('anomaly_types') or lz.get('valid?')}: "
+            f"{str(lz.get('per_key') or lz.get('failures'))[:300]}")
 
 
 def history_lines(history: list[Op]) -> list[str]:

@@ -16,10 +16,13 @@ from broker.runtime.node import Node
 from core import effects as fx
 from core.types import Errors
 from harness.sim.cli import replay_command, run_many, seeds_to_find, write_run
-from harness.sim.run import SimOptions, history_lines, run_seed, write_trace
+from harness.sim.run import FAULTS, SimOptions, history_lines, run_seed, write_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 SHORT = {"time_s": 2.5, "liveness_s": 30.0}
+# the regression seeds below were found before the register workload and the disk faults:
+# pinned to what they ran then, so they replay the same scenario
+AS_FOUND: dict[str, object] = {"workload": "queue", "faults": FAULTS}
 
 
 def test_same_seed_same_history_and_trace() -> None:
@@ -114,8 +117,8 @@ def test_seeds_that_once_failed_pass() -> None:
     (a controller's resignation that could not reach ZooKeeper was dropped while its session
     survived: /controller stayed held and no one ran again; broker/runtime/zkdriver.py now
     retries it: 10405 at --time 10)."""
-    out = run_many(SimOptions(seed=0), [101, 147, 151], workers=2)
-    out += run_many(SimOptions(seed=0, time_s=10.0), [10236, 10405], workers=2)
+    out = run_many(SimOptions(seed=0, **AS_FOUND), [101, 147, 151], workers=2)
+    out += run_many(SimOptions(seed=0, time_s=10.0, **AS_FOUND), [10236, 10405], workers=2)
     assert [(s.seed, s.failure) for s in out if not s.ok] == []
 
 
@@ -125,7 +128,8 @@ def test_stale_leader_after_a_session_expiry_race_converges() -> None:
     knew its new broker epoch) and never resent, so the broker stayed a stale leader (Kafka's
     KAFKA-2729 symptom, "no convergence"). Fixed in core.node: the old epoch is kept until
     the new one is known, and only an older epoch is stale (KafkaApis.isBrokerEpochStale)."""
-    [s] = run_many(SimOptions(seed=0, time_s=10.0, liveness_s=15.0), [20028], workers=1)
+    [s] = run_many(SimOptions(seed=0, time_s=10.0, liveness_s=15.0, **AS_FOUND), [20028],
+                   workers=1)
     assert s.ok, s.failure
 
 
@@ -136,5 +140,5 @@ def test_follower_drops_an_epoch_it_led_without_writing() -> None:
     leader-epoch cache kept (3, 36); at epoch 5 OffsetsForLeaderEpoch(3) -> (2, 38) truncated
     it to 36, below the HW 38, while in the ISR (strong_isr). Fixed in
     core.rules.epochs.assign_epoch, as Kafka's LeaderEpochFileCache.assign."""
-    [s] = run_many(SimOptions(seed=0, time_s=10.0), [21340], workers=1)
+    [s] = run_many(SimOptions(seed=0, time_s=10.0, **AS_FOUND), [21340], workers=1)
     assert s.ok, s.failure

@@ -1,0 +1,157 @@
+"""Timing faults for the simulator's nemesis: the schedules the historic replication bugs
+need that independent kills, partitions and clogs almost never line up.
+
+- `bounce-leader`: fast preferred-leader elections (leadership moves from the leader l to
+  an ISR follower t and, in two seeds of three, 50 ms to 1 s later back to l: an operator
+  or the auto-rebalance moving leaders, KIP-320's "several fast elections") while the
+  controller's channel to one broker (l, t or the third) is slow for 1 to 6 s: its requests
+  wait, in order (a congested connection, a request queue stuck behind a slow request),
+  while the broker's fetcher connections and other controllers' channels are not slowed.
+  This is how a broker ends up acting on an old LeaderAndIsr after newer ones were made
+  (KAFKA-6880's zombie follower, B8/B10; a stale leader answering OffsetsForLeaderEpoch,
+  B9; a stale leader admitting a follower, B11), or, when the controller changes meanwhile,
+  misses an epoch (the new controller's requests overtake the old one's: B12).
+- `slow-zk`: ZooKeeper answers slowly (20 ms to 1 s per operation and notification) for a
+  while: an ensemble stalled on fsync or GC. Asynchronous ISR writes stay in flight that
+  long (KIP-497's window, B14) and a broker hears of its own session expiry late (B13).
+
+The held requests go in when the hold ends (or when the liveness phase heals everything),
+in order, one delivery per event; a crash of the broker drops them with its process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from core import events as ev
+from core.messages import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
+from core.types import NO_LEADER
+from harness.sim.sched import US_PER_MS
+from spec.world import TP
+
+if TYPE_CHECKING:
+    from harness.sim.run import Nemesis
+
+TIMING_FAULTS = ("bounce-leader", "slow-zk")
+ZK_LATENCY_US = (20_000, 200_000, 1_000_000)
+HOLD_MS = (1_000, 3_000, 6_000)  # how long the slow broker's control requests wait
+BOUNCE_GAP_MS = (50, 1_000)  # between the two elections
+CONTROL_IN = (LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest)
+
+
+class TimingFaults:
+    def __init__(self, nem: Nemesis) -> None:
+        self.nem = nem
+        self.holds: dict[int, Callable[[], None]] = {}  # broker -> release its held requests
+        self.zk_latency_us = nem.c.net.zk_latency_us  # the normal latency
+
+    def inject(self, kind: str, b: int) -> None:
+        if kind == "bounce-leader":
+            self._bounce()
+        elif kind == "slow-zk":
+            self._slow_zk()
+
+    def _slow_zk(self) -> None:
+        nem, c = self.nem, self.nem.c
+        if c.net.zk_latency_us != self.zk_latency_us:
+            return  # already slow
+        latency = nem.rng.choice(ZK_LATENCY_US)
+        nem._log("slow-zk", {"latency_ms": latency // US_PER_MS})
+        c.net = dataclasses.replace(c.net, zk_latency_us=latency)
+        nem._later(self._zk_normal)
+
+    def _zk_normal(self) -> None:
+        c = self.nem.c
+        if c.net.zk_latency_us != self.zk_latency_us:
+            c.net = dataclasses.replace(c.net, zk_latency_us=self.zk_latency_us)
+            self.nem._log("stop-slow-zk", None)
+
+    def _bounce(self) -> None:
+        nem, c = self.nem, self.nem.c
+        ctl, p = c.zk.controller, c.zk.partition
+        if ctl == NO_LEADER or p is None or p.leader == NO_LEADER or c.brokers[ctl].node is None:
+            return
+        leader = p.leader
+        targets = [x for x in p.isr if x != leader and c.brokers[x].node is not None]
+        if not targets:
+            return
+        t = nem.rng.choice(targets)
+        slow = nem.rng.randrange(c.n)
+        hold_ms = nem.rng.choice(HOLD_MS)
+        back = nem.rng.random() < 2 / 3
+        gap_ms = int(nem.rng.uniform(*BOUNCE_GAP_MS))
+        nem._log("bounce-leader", {"from": leader, "to": t, "back_after_ms": gap_ms if back
+                                   else None, "slow_control": slow, "hold_ms": hold_ms})
+        self._hold(ctl, slow, hold_ms)
+        self._move(ctl, t)
+        if back:
+            c.sched.after_us(gap_ms * US_PER_MS, lambda: None if nem.stopped else
+                             self._move(c.zk.controller, leader))
+
+    def _move(self, ctl: int, target: int) -> None:
+        c = self.nem.c
+        if ctl == NO_LEADER:
+            return
+        br = c.brokers[ctl]
+        c.run_on(ctl, br.incarnation, lambda: br.node.handle(ev.LeaderMoveRequested(TP, target))
+                 if br.node is not None else None)
+
+    def _hold(self, ctl: int, b: int, hold_ms: int) -> None:
+        """Hold back the control requests broker b's current process receives from `ctl`."""
+        c = self.nem.c
+        br = c.brokers[b]
+        node = br.node
+        if node is None or b in self.holds:
+            return
+        inc = br.incarnation
+        inner = node.handle
+        held: list[ev.Event] = []
+
+        def handle(e: ev.Event) -> None:
+            if isinstance(e, ev.MessageReceived) and e.src == ctl and isinstance(
+                    e.message, CONTROL_IN):
+                held.append(e)
+                return
+            inner(e)
+
+        def release() -> None:
+            """The hold ends: the held requests go in, in order, one per event (each a
+            delivery of its own, as over the network); requests that come meanwhile queue
+            behind them."""
+            if self.holds.get(b) is not release:
+                return
+            del self.holds[b]
+            if br.incarnation != inc or br.node is not node:
+                return  # the process died: its held requests died with it
+            c.note(f"release {b}: {len(held)} control requests")
+            deliver()
+
+        def deliver() -> None:
+            if br.incarnation != inc or br.node is not node:
+                return
+            if not held:
+                node.handle = inner  # type: ignore[method-assign]
+                return
+            c.dirty = True
+            inner(held.pop(0))
+            c.sched.after_us(US_PER_MS, lambda: c.run_on(b, inc, deliver))
+
+        node.handle = handle  # type: ignore[method-assign,assignment]
+        self.holds[b] = release
+        c.sched.after_us(hold_ms * US_PER_MS, lambda: self._end(b, inc, release))
+
+    def _end(self, b: int, inc: int, release: Callable[[], None]) -> None:
+        """Release on the broker's process (after its pause, if paused); a dead process's
+        hold is only forgotten."""
+        c = self.nem.c
+        if c.brokers[b].incarnation == inc and c.brokers[b].node is not None:
+            c.run_on(b, inc, release)
+        else:
+            release()
+
+    def heal(self) -> None:
+        self._zk_normal()
+        for b, release in sorted(self.holds.items()):
+            self._end(b, self.nem.c.brokers[b].incarnation, release)

@@ -1,0 +1,216 @@
+"""The simulator's coverage beyond the queue workload: the register workload's clients
+judged by the linearizability checker, disk faults (torn writes, bit flips) with the outcome
+the storage atlas defines, and the timing faults that let a swarm find the historic bugs."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.history import Op
+from harness.sim.cli import sim_command
+from harness.sim.run import FAULTS, SimOptions, draw_later_faults, history_lines, run_seed
+
+SHORT: dict[str, Any] = {"time_s": 5.0, "liveness_s": 30.0}
+
+
+def _nemesis(history: list[Op], f: str) -> list[dict[str, Any]]:
+    return [op.value for op in history
+            if op.process == "nemesis" and op.f == f and isinstance(op.value, dict)]
+
+
+# -- the register workload --------------------------------------------------------------
+
+
+def test_register_clients_write_a_history_the_linearizability_checker_judges() -> None:
+    a = run_seed(SimOptions(seed=2, workload="register", **SHORT))
+    b = run_seed(SimOptions(seed=2, workload="register", **SHORT))
+    assert a.ok, a.failure
+    assert a.drawn.workload == "register"
+    fs = {op.f for op in a.history if op.process != "nemesis"}
+    assert fs == {"read", "write"}
+    lz = a.checked["linearizable"]
+    assert lz["valid?"] is True and lz["linearizable_keys"] >= 3
+    assert "queue" not in a.checked
+    # reads saw what was written: values, not only nulls
+    read_values = [op.value[1] for op in a.history if op.f == "read" and op.type == "ok"]
+    assert sum(v is not None for v in read_values) > 10
+    # deterministic: the same seed, the same history and trace
+    assert history_lines(a.history) == history_lines(b.history)
+    assert a.trace_hash == b.trace_hash
+
+
+def test_the_register_checker_finds_acks_1_losing_a_write() -> None:
+    """acks=1 acknowledges before the followers have the record: a read that starts after
+    the write completed need not see it. Invariants off, so only the history's checker
+    can tell."""
+    r = run_seed(SimOptions(seed=0, bug="acks-1", check_invariants=False, workload="register",
+                            time_s=10.0))
+    assert not r.ok
+    assert r.failure is not None and "nonlinearizable" in r.failure
+
+
+def test_swarm_draws_the_workload_without_changing_the_seeds_other_draws() -> None:
+    drawn = {s: run_seed(SimOptions(seed=s, time_s=0.5, liveness_s=20.0)).drawn
+             for s in range(8)}
+    assert {d.workload for d in drawn.values()} == {"queue", "register"}
+    for s, d in drawn.items():
+        other = "queue" if d.workload == "register" else "register"
+        pinned = run_seed(SimOptions(seed=s, time_s=0.5, liveness_s=20.0, workload=other)).drawn
+        assert dataclasses.replace(pinned, workload=d.workload) == d
+
+
+def test_sim_command_takes_the_workload_option() -> None:
+    lines: list[str] = []
+    assert sim_command(seed=None, seeds=None, swarm=None, bug=None, nodes=3, time_s=1.0,
+                       liveness_s=10.0, no_swarm=False, faults=None, workers=1,
+                       store=Path("/nonexistent"), replay=None,
+                       echo=lines.append, workload="bank") == 3
+    assert "--workload" in lines[0]
+
+
+# -- disk faults --------------------------------------------------------------------------
+
+
+def test_a_bit_flip_in_a_segment_is_detected_truncated_and_survived() -> None:
+    """Seed 3 with bit flips only: broker 2 is killed, leaves the ISR, one bit of its
+    segment flips; recovery's CRC check truncates the log at the damaged batch (the atlas:
+    "truncated"), the broker fetches the rest again, and every invariant and the checker
+    hold (RF 3, the safe configuration)."""
+    opts = SimOptions(seed=3, swarm=False, faults=("bitflip",), **SHORT)
+    r = run_seed(opts, keep_trace=True)
+    assert r.ok, r.failure
+    flips = _nemesis(r.history, "bitflip")
+    seg = [f for f in flips if f["file"].endswith(".log")]
+    assert seg and "truncated" in seg[0]["recovery"][0]
+    assert "torn or corrupt tail" in seg[0]["recovery"][0]
+    assert r.checked["valid?"] is True
+    again = run_seed(opts, keep_trace=True)
+    assert again.trace == r.trace and again.trace_hash == r.trace_hash
+
+
+def test_a_torn_write_is_truncated_by_recovery_and_survived() -> None:
+    """Seed 3 with torn crashes only: the machine dies inside a write sequence, a prefix of
+    the unsynced batch survives; recovery finds it by CRC and truncates it."""
+    opts = SimOptions(seed=3, swarm=False, faults=("torn-crash",), **SHORT)
+    r = run_seed(opts)
+    assert r.ok, r.failure
+    torn = [k for k in _nemesis(r.history, "kill") if k.get("torn")]
+    assert torn
+    assert any("torn or corrupt tail" in line for k in torn for line in k["recovery"])
+    assert run_seed(opts).trace_hash == r.trace_hash
+
+
+@pytest.mark.parametrize("kinds", [("bitflip", "kill", "partition"),
+                                   ("torn-crash", "pause", "clog"),
+                                   ("bounce-leader", "slow-zk", "kill", "pause")])
+def test_the_fixed_protocol_survives_the_new_faults(kinds: tuple[str, ...]) -> None:
+    for seed in range(4):
+        r = run_seed(SimOptions(seed=seed, swarm=False, faults=kinds, **SHORT))
+        assert r.ok, (seed, r.failure)
+        assert r.faults > 0
+
+
+def test_seeds_that_draw_no_new_fault_run_as_before() -> None:
+    """The new fault kinds are drawn from a stream of their own: a seed that draws none of
+    them runs exactly as with the old menu."""
+    quiet = [s for s in range(100) if not draw_later_faults(SimOptions(seed=s))][:2]
+    assert quiet
+    for seed in quiet:
+        r = run_seed(SimOptions(seed=seed, time_s=3.0, liveness_s=20.0, workload="queue"))
+        old = run_seed(SimOptions(seed=seed, time_s=3.0, liveness_s=20.0, workload="queue",
+                                  faults=FAULTS))
+        assert r.drawn.faults == old.drawn.faults
+        # (the trace's first lines name the options, so compare what ran)
+        assert history_lines(old.history) == history_lines(r.history)
+        assert (old.events, old.steps) == (r.events, r.steps)
+
+
+# -- historic bugs the swarm finds (README "Simulation": seeds needed per switch) ------------
+
+# (switch, the first failing seed of `hiwater sim --swarm 300 --seed 0 --bug NAME --time 10`,
+#  what tells it): each also passes with the switch off (the fixed protocol).
+FOUND_BY_SWARM = [
+    ("unfenced-truncation", 10, "strong_isr"),
+    ("kip-320-first-try", 22, "strong_isr"),
+    ("hw-over-committed-isr", 29, "strong_isr"),
+    ("no-fetch-epoch-fencing", 40, "strong_isr"),
+    ("no-controller-epoch-check", 172, "controller_cache_matches_zk"),
+]
+
+
+@pytest.mark.parametrize("bug,seed,what", FOUND_BY_SWARM)
+def test_a_swarm_seed_finds_the_historic_bug(bug: str, seed: int, what: str) -> None:
+    broken = run_seed(SimOptions(seed=seed, bug=bug, time_s=10.0))
+    assert not broken.ok and broken.failure is not None and what in broken.failure
+    fixed = run_seed(SimOptions(seed=seed, time_s=10.0))
+    assert fixed.ok, fixed.failure
+
+
+# -- what the new faults found in the fixed protocol ----------------------------------------
+
+
+def test_a_partition_written_offline_while_its_isr_member_came_back_is_elected() -> None:
+    """Seed 5119 (register, --time 10): broker 1, the ISR's only member and the leader, was
+    down 5 s; a new controller wrote the partition offline (leader -1) and broker 1
+    registered again while that write was in flight. The broker change was judged against
+    the state before the write, so once it landed the partition stayed offline for good
+    ("no convergence"). Fixed in core.controller.on_partition_written: the written state is
+    judged against the live brokers again."""
+    r = run_seed(SimOptions(seed=5119, time_s=10.0))
+    assert r.ok, r.failure
+    assert {"bitflip", "kill"} <= set(r.drawn.faults)
+
+
+def test_a_flip_in_a_batchs_crc_less_prefix_is_invisible_to_the_store(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The format's blind spot (docs/storage-faults.md: a batch's base offset, length and
+    leader epoch are covered by no CRC, in Kafka's format as in ours). Seed 5149 flips a
+    bit of a batch's partition leader epoch on broker 2: recovery reports nothing, and
+    spec's log_matching sees the replicas disagree on that record's epoch. The swarm's
+    flips therefore land in CRC-covered bytes (diskfaults.covered_position); this test
+    keeps the blind spot visible."""
+    import harness.sim.diskfaults as diskfaults
+
+    covered = run_seed(SimOptions(seed=5149, time_s=10.0))
+    assert covered.ok, covered.failure
+    monkeypatch.setattr(diskfaults, "FLIP_UNCOVERED", True)
+    r = run_seed(SimOptions(seed=5149, time_s=10.0))
+    [flip] = _nemesis(r.history, "bitflip")
+    assert flip["file"].endswith(".log") and flip["recovery"] == []  # the store saw nothing
+    assert not r.ok and r.failure is not None and "log_matching" in r.failure
+    assert "268435456" in r.failure  # epoch 0 with bit 28 set
+
+
+@pytest.mark.xfail(strict=True, reason="open: seed 202 (fixed protocol, register, faults "
+                   "partition, zk-isolate, clog, torn-crash, slow-zk) does not converge: "
+                   "ZooKeeper names broker 1 leader (epoch 2) but it answers "
+                   "NOT_LEADER_OR_FOLLOWER to every OffsetsForLeaderEpoch for 60 s; not "
+                   "yet diagnosed (found at the deadline)")
+def test_seed_202_converges() -> None:
+    r = run_seed(SimOptions(seed=202, time_s=10.0))
+    assert r.ok, r.failure
+
+
+def test_no_flip_while_a_delayed_leader_and_isr_may_still_count_the_broker() -> None:
+    """Seed 227: broker 2's segment flipped once it was out of the ZooKeeper ISR and of every
+    leader's view, but a LeaderAndIsr held on broker 1's slow control channel (bounce-leader)
+    then made broker 1 a leader whose ISR still named broker 2 (weak_isr). A flip now waits
+    while control requests are held or links clogged."""
+    r = run_seed(SimOptions(seed=227, time_s=10.0))
+    assert r.ok, r.failure
+    assert {"bitflip", "bounce-leader"} <= set(r.drawn.faults)
+
+
+def test_a_final_read_ignores_a_fetch_of_the_consumer_it_replaced() -> None:
+    """Seed 257 (register): the final reads start a fresh consumer per client; a fetch the
+    old consumer had out came back after that and moved the fresh consumer's position past
+    records it never read, so a final read of key 0 returned null after 13 had been
+    written (nonlinearizable). A fault of the simulated client, not of the broker: such a
+    fetch now ends the old read as indeterminate."""
+    r = run_seed(SimOptions(seed=257, time_s=10.0))
+    assert r.ok, r.failure
+    assert r.drawn.workload == "register"
