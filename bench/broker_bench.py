@@ -985,8 +985,9 @@ def latency_only(args: argparse.Namespace, value: bytes) -> None:
     printed for each round so before/after runs can be compared on cost as well."""
     root = Path(tempfile.mkdtemp(prefix="hiwater-broker-bench-"))
     P, every = args.partitions, args.latency_every
+    python = _profiling_python(args.profile.resolve()) if args.profile else sys.executable
     try:
-        cluster = LocalCluster(root / "cluster", 3, {"min.insync.replicas": "2"})
+        cluster = LocalCluster(root / "cluster", 3, {"min.insync.replicas": "2"}, python=python)
         cluster.start(wait=False)
         try:
             cluster.wait_ready(timeout_s=90.0)
@@ -1009,11 +1010,16 @@ def latency_only(args: argparse.Namespace, value: bytes) -> None:
                       f"CPU-s/GB  foreign CPU {r.cpu.pct(r.cpu.foreign_s):.0f} %")
             fractions = [float(x) for x in (args.curve or ",".join(
                 map(str, CURVE_FRACTIONS))).split(",")]
+            _toggle_profiles(pids.values(), args.profile is not None)  # the curve only
             points = latency_curve(conf, P, med(r.rate for r in rp), value, fractions,
                                    args.curve_seconds, pids, every)
+            _toggle_profiles(pids.values(), args.profile is not None)
         finally:
             cluster.stop()
         print_curve(points, args.linger_ms)
+        if args.profile:
+            print_step_counts(args.profile.resolve())
+            print_profiles(args.profile.resolve())
         print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -1280,6 +1286,35 @@ def main() -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(f"total {time.perf_counter() - started:.0f} s")
+
+
+def print_step_counts(d: Path, phase: int = 1) -> None:
+    """From the brokers' profiles of a phase: core steps, event-loop iterations and clock
+    handles per leader append (exact call counts; cProfile slows the brokers, not the counts)."""
+    import pstats
+
+    files = sorted(str(p) for p in d.glob(f"broker-*-{phase}.prof"))
+    if not files:
+        print(f"no profiles in {d}")
+        return
+    counts: dict[str, int] = {}
+    wanted = {("core/node.py", "step"): "core steps",
+              ("broker/store/log.py", "append_as_leader"): "leader appends",
+              ("broker/store/log.py", "append_as_follower"): "follower appends",
+              ("asyncio/base_events.py", "_run_once"): "loop iterations",
+              ("asyncio/base_events.py", "call_later"): "call_later",
+              ("asyncio/base_events.py", "call_soon"): "call_soon"}
+    stats = pstats.Stats(*files).stats  # type: ignore[attr-defined]
+    for (path, _, fn), (_, ncalls, *_rest) in stats.items():
+        for (suffix, name), what in wanted.items():
+            if fn == name and path.endswith(suffix):
+                counts[what] = counts.get(what, 0) + ncalls
+    appends = counts.get("leader appends", 0)
+    print(f"\ncall counts of the {len(files)} brokers together (profiled phase {phase}): "
+          + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
+    if appends:
+        print("per leader append: " + ", ".join(
+            f"{k} {v / appends:.2f}" for k, v in counts.items() if k != "leader appends"))
 
 
 def print_profiles(d: Path) -> None:
