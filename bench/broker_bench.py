@@ -560,6 +560,7 @@ def producer_config(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
         "queue.buffering.max.messages": 1_000_000,
         "log.connection.close": False,
         "logger": quiet_logger(),
+        **dict(kv.split("=", 1) for kv in args.producer_opt),
     }
 
 
@@ -1014,9 +1015,17 @@ def latency_only(args: argparse.Namespace, value: bytes) -> None:
             points = latency_curve(conf, P, med(r.rate for r in rp), value, fractions,
                                    args.curve_seconds, pids, every)
             _toggle_profiles(pids.values(), args.profile is not None)
+            # the same lowest rate with acks=1: the leader answers after its own append, so
+            # the difference to acks=all is what replication adds (two hops per follower)
+            low = min(fractions) * med(r.rate for r in rp)
+            one = produce(dict(conf, acks="1"), P, max(200, int(low * args.curve_seconds)),
+                          value, rate=low, named=pids, every=every)
         finally:
             cluster.stop()
         print_curve(points, args.linger_ms)
+        print(f"  acks=1 at {min(fractions):.0%}: p50 {one.pct(.5):.1f} ms  p99 "
+              f"{one.pct(.99):.1f} ms (no replication wait: acks=all minus this is what "
+              "replication adds)")
         if args.profile:
             print_step_counts(args.profile.resolve())
             print_profiles(args.profile.resolve())
@@ -1048,6 +1057,9 @@ def main() -> None:
     ap.add_argument("--latency-only", action="store_true",
                     help="only the cluster's saturated rounds and the latency curve (no "
                          "baselines, sink or consume): for before/after runs")
+    ap.add_argument("--producer-opt", action="append", default=[], metavar="KEY=VALUE",
+                    help="an extra librdkafka producer setting (repeatable), e.g. "
+                         "socket.nagle.disable=true")
     ap.add_argument("--quiet-limit", type=float, default=30.0,
                     help="start a run only when foreign CPU <= this %% of a core (bounded wait)")
     ap.add_argument("--quick", action="store_true", help="smoke run, under a minute")
