@@ -32,6 +32,12 @@ consumer's ceiling; brokers <= 6 CPU-s per GB produced.
                          (bench/_profiled_broker.py); top functions printed, .prof kept
     --compare BOOTSTRAP  the same producer and consumer against another Kafka-protocol broker
                          in the same run (127.0.0.0/8 only unless --compare-any-host)
+    --curve [FRACTIONS]  also acks=all p50/p99 paced at fractions of the saturated rate
+                         (default 1, 5, 10, 25, 50 %): flat as the rate falls = structural
+                         waits; growing with the rate = CPU capacity
+    --latency-only       only the cluster: saturated rounds, the curve, and acks=1 at the
+                         lowest rate (before/after runs; with --profile: core steps, loop
+                         iterations and clock handles per leader append)
     --soak [MINUTES]     soak mode only (default 10 min): acks=all at half load while the
                          leader of partition 0 is killed and restarted; p99 and every
                          broker's RSS per minute; says whether RSS stayed flat
@@ -752,12 +758,18 @@ def print_curve(points: list[CurvePoint], linger_ms: float) -> None:
     print(f"\nacks=all latency vs rate (linger.ms={linger_ms:g}: the floor at a low rate is "
           "linger.ms plus the round trips of one replication: produce, follower fetch "
           "response, follower's next fetch, produce response)")
+    print("  (brokers CPU: % of one core, all brokers, over the point; with the rate fixed it "
+          "is the cost to compare between runs, and it is little disturbed by foreign load)")
     print(f"  {'of saturated':>12}  {'rec/s':>8}  {'MB/s':>6}  {'p50 ms':>7}  {'p99 ms':>7}  "
-          f"{'p50 - linger':>12}")
+          f"{'p50 - linger':>12}  {'brokers CPU %':>13}  {'foreign %':>9}")
     for pt in points:
         r = pt.result
+        cpu = r.cpu
+        brokers = sum(v for k, v in cpu.named_s.items() if k.startswith("broker")) if cpu else 0
         print(f"  {pt.fraction:>12.0%}  {r.rate:>8,.0f}  {r.mbs:>6.1f}  {r.pct(.5):>7.1f}  "
-              f"{r.pct(.99):>7.1f}  {r.pct(.5) - linger_ms:>12.1f}")
+              f"{r.pct(.99):>7.1f}  {r.pct(.5) - linger_ms:>12.1f}  "
+              f"{cpu.pct(brokers) if cpu else 0:>13.0f}  "
+              f"{cpu.pct(cpu.foreign_s) if cpu else 0:>9.0f}")
 
 
 # -- report -----------------------------------------------------------------------------------
