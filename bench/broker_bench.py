@@ -1024,12 +1024,13 @@ def latency_only(args: argparse.Namespace, value: bytes) -> None:
             fractions = [float(x) for x in (args.curve or ",".join(
                 map(str, CURVE_FRACTIONS))).split(",")]
             _toggle_profiles(pids.values(), args.profile is not None)  # the curve only
-            points = latency_curve(conf, P, med(r.rate for r in rp), value, fractions,
-                                   args.curve_seconds, pids, every)
+            base = args.curve_base or med(r.rate for r in rp)
+            points = latency_curve(conf, P, base, value, fractions, args.curve_seconds, pids,
+                                   every)
             _toggle_profiles(pids.values(), args.profile is not None)
             # the same lowest rate with acks=1: the leader answers after its own append, so
             # the difference to acks=all is what replication adds (two hops per follower)
-            low = min(fractions) * med(r.rate for r in rp)
+            low = min(fractions) * base
             one = produce(dict(conf, acks="1"), P, max(200, int(low * args.curve_seconds)),
                           value, rate=low, named=pids, every=every)
         finally:
@@ -1066,6 +1067,9 @@ def main() -> None:
                          "saturated rate (default 0.01,0.05,0.1,0.25,0.5)")
     ap.add_argument("--curve-seconds", type=float, default=3.0,
                     help="length of each --curve point")
+    ap.add_argument("--curve-base", type=float, default=0.0, metavar="REC_PER_S",
+                    help="the rate the --curve fractions are of (default: the saturated rate "
+                         "measured in this run); fix it to compare runs at equal rates")
     ap.add_argument("--latency-only", action="store_true",
                     help="only the cluster's saturated rounds and the latency curve (no "
                          "baselines, sink or consume): for before/after runs")
@@ -1213,7 +1217,8 @@ def main() -> None:
                   f"{paced.pct(.5):.1f} ms p99 {paced.pct(.99):.1f} ms  foreign CPU "
                   f"{paced.cpu.pct(paced.cpu.foreign_s):.0f} %")
             points = latency_curve(
-                conf, P, 2 * rate, value, [float(x) for x in args.curve.split(",")],
+                conf, P, args.curve_base or 2 * rate, value,
+                [float(x) for x in args.curve.split(",")],
                 args.curve_seconds, pids, every) if args.curve else []
             _toggle_profiles(broker_pids, profiling)
             _toggle_profiles(broker_pids, profiling)  # phase 2: caught-up consume
