@@ -758,8 +758,9 @@ def print_curve(points: list[CurvePoint], linger_ms: float) -> None:
     print(f"\nacks=all latency vs rate (linger.ms={linger_ms:g}: the floor at a low rate is "
           "linger.ms plus the round trips of one replication: produce, follower fetch "
           "response, follower's next fetch, produce response)")
-    print("  (brokers CPU: % of one core, all brokers, over the point; with the rate fixed it "
-          "is the cost to compare between runs, and it is little disturbed by foreign load)")
+    print("  (brokers CPU: % of one core, all brokers together, over the point; at a fixed rate "
+          "(--curve-base) it compares the brokers' cost between runs only while they are not "
+          "starved: a starved broker batches more per request and spends less per record)")
     print(f"  {'of saturated':>12}  {'rec/s':>8}  {'MB/s':>6}  {'p50 ms':>7}  {'p99 ms':>7}  "
           f"{'p50 - linger':>12}  {'brokers CPU %':>13}  {'foreign %':>9}")
     for pt in points:
