@@ -1339,12 +1339,15 @@ def print_step_counts(d: Path, phase: int = 1) -> None:
         for (suffix, name), what in wanted.items():
             if fn == name and path.endswith(suffix):
                 counts[what] = counts.get(what, 0) + ncalls
-    appends = counts.get("leader appends", 0)
     print(f"\ncall counts of the {len(files)} brokers together (profiled phase {phase}): "
           + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
-    if appends:
-        print("per leader append: " + ", ".join(
-            f"{k} {v / appends:.2f}" for k, v in counts.items() if k != "leader appends"))
+    # per leader append, and per follower append (one replication round on one follower: the
+    # unit that stays comparable when the followers fetch several produced batches at once)
+    for unit in ("leader appends", "follower appends"):
+        n = counts.get(unit, 0)
+        if n:
+            print(f"per {unit[:-1]}: " + ", ".join(
+                f"{k} {v / n:.2f}" for k, v in counts.items() if not k.endswith("appends")))
 
 
 def print_profiles(d: Path) -> None:
