@@ -32,6 +32,12 @@ consumer's ceiling; brokers <= 6 CPU-s per GB produced.
                          (bench/_profiled_broker.py); top functions printed, .prof kept
     --compare BOOTSTRAP  the same producer and consumer against another Kafka-protocol broker
                          in the same run (127.0.0.0/8 only unless --compare-any-host)
+    --curve [FRACTIONS]  also acks=all p50/p99 paced at fractions of the saturated rate
+                         (default 1, 5, 10, 25, 50 %): flat as the rate falls = structural
+                         waits; growing with the rate = CPU capacity
+    --latency-only       only the cluster: saturated rounds, the curve, and acks=1 at the
+                         lowest rate (before/after runs; with --profile: core steps, loop
+                         iterations and clock handles per leader append)
     --soak [MINUTES]     soak mode only (default 10 min): acks=all at half load while the
                          leader of partition 0 is killed and restarted; p99 and every
                          broker's RSS per minute; says whether RSS stayed flat
@@ -560,6 +566,7 @@ def producer_config(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
         "queue.buffering.max.messages": 1_000_000,
         "log.connection.close": False,
         "logger": quiet_logger(),
+        **dict(kv.split("=", 1) for kv in args.producer_opt),
     }
 
 
@@ -717,6 +724,53 @@ def batch_stats(data_dir: Path) -> tuple[int, int]:
             size += 12 + h[1]
             pos += 12 + h[1]
     return n, size
+
+
+CURVE_FRACTIONS = (0.01, 0.05, 0.10, 0.25, 0.50)  # --curve: of the saturated rate
+
+
+@dataclass
+class CurvePoint:
+    fraction: float
+    result: ProduceResult
+
+
+def latency_curve(conf: dict[str, Any], partitions: int, saturated_rate: float, value: bytes,
+                  fractions: Iterable[float], seconds: float, named: dict[str, int],
+                  every: int) -> list[CurvePoint]:
+    """acks=all latency paced at fractions of the saturated rate, lowest first: where the
+    latency stays flat as the rate falls, it is structural (linger.ms, round trips, timers);
+    where it grows with the rate, it is CPU capacity (queueing for the brokers' cores)."""
+    out = []
+    for f in sorted(fractions):
+        rate = f * saturated_rate
+        r = produce(conf, partitions, max(200, int(rate * seconds)), value, rate=rate,
+                    named=named, every=every)
+        out.append(CurvePoint(f, r))
+        assert r.cpu is not None
+        print(f"curve {f:5.0%} of saturated: {rate:8,.0f} rec/s ({r.mbs:5.1f} MB/s)  p50 "
+              f"{r.pct(.5):6.1f} ms  p99 {r.pct(.99):6.1f} ms  errors {r.errors}  foreign CPU "
+              f"{r.cpu.pct(r.cpu.foreign_s):.0f} %")
+    return out
+
+
+def print_curve(points: list[CurvePoint], linger_ms: float) -> None:
+    print(f"\nacks=all latency vs rate (linger.ms={linger_ms:g}: the floor at a low rate is "
+          "linger.ms plus the round trips of one replication: produce, follower fetch "
+          "response, follower's next fetch, produce response)")
+    print("  (brokers CPU: % of one core, all brokers together, over the point; at a fixed rate "
+          "(--curve-base) it compares the brokers' cost between runs only while they are not "
+          "starved: a starved broker batches more per request and spends less per record)")
+    print(f"  {'of saturated':>12}  {'rec/s':>8}  {'MB/s':>6}  {'p50 ms':>7}  {'p99 ms':>7}  "
+          f"{'p50 - linger':>12}  {'brokers CPU %':>13}  {'foreign %':>9}")
+    for pt in points:
+        r = pt.result
+        cpu = r.cpu
+        brokers = sum(v for k, v in cpu.named_s.items() if k.startswith("broker")) if cpu else 0
+        print(f"  {pt.fraction:>12.0%}  {r.rate:>8,.0f}  {r.mbs:>6.1f}  {r.pct(.5):>7.1f}  "
+              f"{r.pct(.99):>7.1f}  {r.pct(.5) - linger_ms:>12.1f}  "
+              f"{cpu.pct(brokers) if cpu else 0:>13.0f}  "
+              f"{cpu.pct(cpu.foreign_s) if cpu else 0:>9.0f}")
 
 
 # -- report -----------------------------------------------------------------------------------
@@ -939,6 +993,61 @@ def soak(args: argparse.Namespace, value: bytes) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def latency_only(args: argparse.Namespace, value: bytes) -> None:
+    """--latency-only: a cluster, its saturated produce rounds, then the latency curve
+    (the default fractions unless --curve names others). The CPU of the brokers per GB is
+    printed for each round so before/after runs can be compared on cost as well."""
+    root = Path(tempfile.mkdtemp(prefix="hiwater-broker-bench-"))
+    P, every = args.partitions, args.latency_every
+    python = _profiling_python(args.profile.resolve()) if args.profile else sys.executable
+    try:
+        cluster = LocalCluster(root / "cluster", 3, {"min.insync.replicas": "2"}, python=python)
+        cluster.start(wait=False)
+        try:
+            cluster.wait_ready(timeout_s=90.0)
+            leaders = create_topic(cluster.bootstrap, P, 3)
+            pids = {f"broker {i}": b.pid for i, b in cluster.nodes.items() if b.pid}
+            brokers = list(pids)
+            print(f"cluster {cluster.bootstrap}; partition -> leader {leaders}; load average "
+                  f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+            time.sleep(1.0)
+            conf = producer_config(args, cluster.bootstrap)
+            rp = []
+            for _ in range(args.rounds):
+                r = produce(conf, P, args.records, value, named=pids, every=every)
+                rp.append(r)
+                assert r.cpu is not None
+                gb = r.records * VALUE_BYTES / 1e9
+                cpu_gb = sum(r.cpu.named_s[k] for k in brokers) / gb
+                print(f"saturated: {r.mbs:6.1f} MB/s {r.rate:8,.0f} rec/s  p50 {r.pct(.5):.0f} "
+                      f"ms p99 {r.pct(.99):.0f} ms  errors {r.errors}  brokers {cpu_gb:.1f} "
+                      f"CPU-s/GB  foreign CPU {r.cpu.pct(r.cpu.foreign_s):.0f} %")
+            fractions = [float(x) for x in (args.curve or ",".join(
+                map(str, CURVE_FRACTIONS))).split(",")]
+            _toggle_profiles(pids.values(), args.profile is not None)  # the curve only
+            base = args.curve_base or med(r.rate for r in rp)
+            points = latency_curve(conf, P, base, value, fractions, args.curve_seconds, pids,
+                                   every)
+            _toggle_profiles(pids.values(), args.profile is not None)
+            # the same lowest rate with acks=1: the leader answers after its own append, so
+            # the difference to acks=all is what replication adds (two hops per follower)
+            low = min(fractions) * base
+            one = produce(dict(conf, acks="1"), P, max(200, int(low * args.curve_seconds)),
+                          value, rate=low, named=pids, every=every)
+        finally:
+            cluster.stop()
+        print_curve(points, args.linger_ms)
+        print(f"  acks=1 at {min(fractions):.0%}: p50 {one.pct(.5):.1f} ms  p99 "
+              f"{one.pct(.99):.1f} ms (no replication wait: acks=all minus this is what "
+              "replication adds)")
+        if args.profile:
+            print_step_counts(args.profile.resolve())
+            print_profiles(args.profile.resolve())
+        print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--records", type=int, default=200_000, help="records per produce round")
@@ -953,6 +1062,21 @@ def main() -> None:
     ap.add_argument("--loopback-mib", type=int, default=2048, help="MiB per loopback run")
     ap.add_argument("--paced-seconds", type=float, default=6.0,
                     help="length of the half-load latency run")
+    ap.add_argument("--curve", nargs="?", const=",".join(map(str, CURVE_FRACTIONS)),
+                    metavar="FRACTIONS",
+                    help="also measure acks=all p50/p99 paced at these fractions of the "
+                         "saturated rate (default 0.01,0.05,0.1,0.25,0.5)")
+    ap.add_argument("--curve-seconds", type=float, default=3.0,
+                    help="length of each --curve point")
+    ap.add_argument("--curve-base", type=float, default=0.0, metavar="REC_PER_S",
+                    help="the rate the --curve fractions are of (default: the saturated rate "
+                         "measured in this run); fix it to compare runs at equal rates")
+    ap.add_argument("--latency-only", action="store_true",
+                    help="only the cluster's saturated rounds and the latency curve (no "
+                         "baselines, sink or consume): for before/after runs")
+    ap.add_argument("--producer-opt", action="append", default=[], metavar="KEY=VALUE",
+                    help="an extra librdkafka producer setting (repeatable), e.g. "
+                         "socket.nagle.disable=true")
     ap.add_argument("--quiet-limit", type=float, default=30.0,
                     help="start a run only when foreign CPU <= this %% of a core (bounded wait)")
     ap.add_argument("--quick", action="store_true", help="smoke run, under a minute")
@@ -982,6 +1106,9 @@ def main() -> None:
     value = os.urandom(VALUE_BYTES)
     if args.soak is not None:
         soak(args, value)
+        return
+    if args.latency_only:
+        latency_only(args, value)
         return
     n, P, every = args.records, args.partitions, args.latency_every
     started = time.perf_counter()
@@ -1090,6 +1217,10 @@ def main() -> None:
             print(f"cluster produce paced at {rate:,.0f} rec/s ({paced.mbs:.1f} MB/s): p50 "
                   f"{paced.pct(.5):.1f} ms p99 {paced.pct(.99):.1f} ms  foreign CPU "
                   f"{paced.cpu.pct(paced.cpu.foreign_s):.0f} %")
+            points = latency_curve(
+                conf, P, args.curve_base or 2 * rate, value,
+                [float(x) for x in args.curve.split(",")],
+                args.curve_seconds, pids, every) if args.curve else []
             _toggle_profiles(broker_pids, profiling)
             _toggle_profiles(broker_pids, profiling)  # phase 2: caught-up consume
             rc = []
@@ -1174,6 +1305,8 @@ def main() -> None:
                       "consumer ceiling")
         print("\nsummary (medians over rounds; ratios to the baselines measured above)")
         table.print()
+        if points:
+            print_curve(points, args.linger_ms)
         if QUIET["gave_up"]:
             print(f"note: {QUIET['gave_up']} run(s) started although foreign CPU stayed above "
                   f"{QUIET['limit']:.0f} % for {QUIET['timeout']:.0f} s")
@@ -1183,6 +1316,38 @@ def main() -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(f"total {time.perf_counter() - started:.0f} s")
+
+
+def print_step_counts(d: Path, phase: int = 1) -> None:
+    """From the brokers' profiles of a phase: core steps, event-loop iterations and clock
+    handles per leader append (exact call counts; cProfile slows the brokers, not the counts)."""
+    import pstats
+
+    files = sorted(str(p) for p in d.glob(f"broker-*-{phase}.prof"))
+    if not files:
+        print(f"no profiles in {d}")
+        return
+    counts: dict[str, int] = {}
+    wanted = {("core/node.py", "step"): "core steps",
+              ("broker/store/log.py", "append_as_leader"): "leader appends",
+              ("broker/store/log.py", "append_as_follower"): "follower appends",
+              ("asyncio/base_events.py", "_run_once"): "loop iterations",
+              ("asyncio/base_events.py", "call_later"): "call_later",
+              ("asyncio/base_events.py", "call_soon"): "call_soon"}
+    stats = pstats.Stats(*files).stats  # type: ignore[attr-defined]
+    for (path, _, fn), (_, ncalls, *_rest) in stats.items():
+        for (suffix, name), what in wanted.items():
+            if fn == name and path.endswith(suffix):
+                counts[what] = counts.get(what, 0) + ncalls
+    print(f"\ncall counts of the {len(files)} brokers together (profiled phase {phase}): "
+          + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
+    # per leader append, and per follower append (one replication round on one follower: the
+    # unit that stays comparable when the followers fetch several produced batches at once)
+    for unit in ("leader appends", "follower appends"):
+        n = counts.get(unit, 0)
+        if n:
+            print(f"per {unit[:-1]}: " + ", ".join(
+                f"{k} {v / n:.2f}" for k, v in counts.items() if not k.endswith("appends")))
 
 
 def print_profiles(d: Path) -> None:

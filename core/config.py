@@ -42,6 +42,10 @@ class ProtocolConfig:
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
     max_idempotent_batches: int = 5
+    # The follower sends its next fetch in the step that handles a response, when that fetch
+    # is due at once (Kafka's fetcher thread loops straight into its next request). The live
+    # broker sets it; False (the checkers) keeps a FetchTimer step between the two.
+    fetch_in_response_step: bool = False
     bugs: Bugs = field(default_factory=Bugs)
 
     def __post_init__(self) -> None:

@@ -393,9 +393,12 @@ def on_fetch_response(
     if hw != rs.high_watermark:
         out.append(fx.CheckpointHighWatermark(rs.tp, hw))
     delay = 0 if resp.batches else cfg.replica_fetch_wait_max_ms
+    rs = rs._replace(epochs=epochs, log_end_offset=leo, high_watermark=hw, producers=producers)
+    if delay == 0 and cfg.fetch_in_response_step:
+        rs, fetch = on_fetch_timer(rs, cfg)
+        return rs, out + fetch
     out.append(fx.SetTimer(FetchTimer(rs.tp), delay))
-    return rs._replace(epochs=epochs, log_end_offset=leo, high_watermark=hw,
-                       producers=producers), out
+    return rs, out
 
 
 # ---------------------------------------------------------------------------------------

@@ -61,13 +61,16 @@ from core.messages import (
 from core.node import BrokerState, DurableReplica, recover, replica, step
 from core.producer import ProducerTable, record_batch
 from core.rules.epochs import EpochEntry
-from core.timers import TimerKey
+from core.timers import FetchTimeoutTimer, ReplicaLagTimer, TimerKey
 from core.types import InvariantBroken, TopicPartition
 
 log = logging.getLogger(__name__)
 state_log = logging.getLogger("hiwater.state_change")
 
 EVENT_QUEUE_MAX = 100_000  # events raised while applying effects (bounded, DESIGN rule 9)
+# Timers re-armed or cancelled on every replication round, whose keys are per partition (or
+# per follower), so at most one handle each stays with the clock (see `Node._set_lazy`).
+LAZY_TIMERS = (ReplicaLagTimer, FetchTimeoutTimer)
 RESPONSES = (FetchResponse, OffsetForLeaderEpochResponse, ControlledShutdownResponse)
 ROLE_CHANGES = (LeaderAndIsrRequest, StopReplicaRequest)
 CONTROL_REQUESTS = (LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest)
@@ -77,6 +80,14 @@ STATE_CHANGE_EVENTS = (ev.PartitionStateWritten, ev.SessionExpired, ev.BrokerReg
 
 class NodeError(RuntimeError):
     """The broker cannot go on (a store failure, a broken local invariant)."""
+
+
+@dataclass(slots=True)
+class _Soon:
+    """A zero-delay timer run inline (`Node(inline_timers=True)`): queued behind the current
+    event; skipped when the core re-armed or cancelled the key before it ran."""
+
+    key: TimerKey
 
 
 @dataclass
@@ -174,7 +185,12 @@ class Node:
         clock: Clock | None = None,
         transport: Transport | None = None,
         zookeeper: ZkEffects | None = None,
+        inline_timers: bool = False,
     ) -> None:
+        """`inline_timers` (the live broker): a zero-delay timer fires inside the current
+        `handle` call, right after the event that set it, instead of a loop turn later; and
+        the timers re-armed on every replication round (`LAZY_TIMERS`) keep one clock handle
+        and a deadline. Off in the simulator, whose schedules stay as they were."""
         self.broker_id = broker_id
         self.logs = logs
         self.state: BrokerState = recover(
@@ -193,7 +209,11 @@ class Node:
         self.replies = ReplyWaiters()
         self.responses = ReplyWaiters()  # inbound inter-broker requests, by request id
         self._timers: dict[TimerKey, Cancellable] = {}
-        self._queue: collections.deque[ev.Event] = collections.deque()
+        self.inline_timers = inline_timers
+        self._soon: dict[TimerKey, _Soon] = {}  # zero-delay timers queued inline
+        self._handle_due: dict[TimerKey, int] = {}  # lazy timers: when their handle fires
+        self._deadline: dict[TimerKey, int] = {}  # lazy timers: when the core's timer is due
+        self._queue: collections.deque[ev.Event | _Soon] = collections.deque()
         self._busy = False
         self._change: dict[TopicPartition, list[asyncio.Future[None]]] = {}
         self._next_request_id = 0
@@ -227,7 +247,14 @@ class Node:
         self._busy = True
         try:
             while self._queue and self.failed is None:
-                e = self._queue.popleft()
+                item = self._queue.popleft()
+                if isinstance(item, _Soon):
+                    if self._soon.get(item.key) is not item:
+                        continue  # re-armed or cancelled since
+                    del self._soon[item.key]
+                    e: ev.Event = ev.TimerFired(item.key)
+                else:
+                    e = item
                 try:
                     before = self.state
                     self.state, effects = step(self.state, e)
@@ -285,9 +312,7 @@ class Node:
     def _fail(self, err: BaseException) -> None:
         log.error("broker %d: halting: %r", self.broker_id, err, exc_info=err)
         self.failed = err
-        for h in self._timers.values():
-            h.cancel()
-        self._timers.clear()
+        self._clear_timers()
         if self.on_failure is not None:
             self.on_failure(err)
 
@@ -324,15 +349,9 @@ class Node:
                 if self.on_partition_deleted is not None:
                     self.on_partition_deleted(tp)
             case fx.SetTimer(key=key, delay_ms=delay):
-                old = self._timers.pop(key, None)
-                if old is not None:
-                    old.cancel()
-                # delay <= 0 runs as soon as the current work is done, in the order set
-                self._timers[key] = self.clock.call_later(delay, functools.partial(self._fire, key))
+                self._set_timer(key, delay)
             case fx.CancelTimer(key=key):
-                old = self._timers.pop(key, None)
-                if old is not None:
-                    old.cancel()
+                self._cancel_timer(key)
             case fx.Choose(key=key):
                 self.handle(ev.Chosen(key, 0))  # queued: Kafka takes the first option
             case (
@@ -344,6 +363,74 @@ class Node:
                 self.replies.resolve(e.request_id, e)
             case _:
                 raise NodeError(f"unknown effect {e!r}")
+
+    # -- timers ---------------------------------------------------------------------------
+
+    def _set_timer(self, key: TimerKey, delay: int) -> None:
+        """Re-arming replaces the timer of an equal key (core/timers.py)."""
+        if self.inline_timers:
+            if delay <= 0:
+                # A follower's next fetch right after a response: run it when the current
+                # event is done, without a loop turn (Kafka's fetcher thread just loops).
+                self._cancel_timer(key)
+                soon = self._soon[key] = _Soon(key)
+                self._queue.append(soon)
+                return
+            self._soon.pop(key, None)
+            if isinstance(key, LAZY_TIMERS):
+                self._set_lazy(key, delay)
+                return
+        old = self._timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+        # delay <= 0 runs as soon as the current work is done, in the order set
+        self._timers[key] = self.clock.call_later(delay, functools.partial(self._fire, key))
+
+    def _cancel_timer(self, key: TimerKey) -> None:
+        if self.inline_timers:
+            self._soon.pop(key, None)
+            if isinstance(key, LAZY_TIMERS):
+                self._deadline.pop(key, None)  # its handle stays, and finds nothing due
+                return
+        old = self._timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+
+    def _set_lazy(self, key: TimerKey, delay: int) -> None:
+        """A deadline plus one clock handle per key, as Kafka keeps `lastCaughtUpTimeMs` per
+        follower and checks it periodically instead of a timer per fetch. The leader re-arms
+        a follower's lag timer on every fetch that reaches its log end, and a follower its
+        fetch timeout on every request: each was a `call_later` and a cancel per round. Now
+        a re-arm that is not earlier than the handle only moves the deadline; the handle,
+        when it fires before the deadline, waits again for the rest. The core sees
+        `TimerFired` at the same time as before: once the last deadline set has passed."""
+        now = self.clock.now_ms()
+        deadline = now + max(0, delay)
+        self._deadline[key] = deadline
+        due = self._handle_due.get(key)
+        if due is not None and key in self._timers and due <= deadline:
+            return
+        old = self._timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+        self._arm_lazy(key, now, deadline - now)
+
+    def _arm_lazy(self, key: TimerKey, now: int, delay: int) -> None:
+        self._handle_due[key] = now + delay
+        self._timers[key] = self.clock.call_later(delay, functools.partial(self._fire_lazy, key))
+
+    def _fire_lazy(self, key: TimerKey) -> None:
+        self._timers.pop(key, None)
+        self._handle_due.pop(key, None)
+        deadline = self._deadline.get(key)
+        if deadline is None:
+            return  # cancelled since it was armed
+        now = self.clock.now_ms()
+        if deadline > now:
+            self._arm_lazy(key, now, deadline - now)
+            return
+        del self._deadline[key]
+        self.handle(ev.TimerFired(key))
 
     def _fire(self, key: TimerKey) -> None:
         self._timers.pop(key, None)
@@ -443,10 +530,16 @@ class Node:
     def replica(self, tp: TopicPartition) -> Any:
         return replica(self.state, tp)
 
-    def close(self) -> None:
+    def _clear_timers(self) -> None:
         for h in self._timers.values():
             h.cancel()
         self._timers.clear()
+        self._soon.clear()
+        self._handle_due.clear()
+        self._deadline.clear()
+
+    def close(self) -> None:
+        self._clear_timers()
         self.wake_all()
 
 

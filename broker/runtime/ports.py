@@ -65,10 +65,11 @@ class AsyncioClock:
 
     def call_later(self, delay_ms: int, callback: Callable[[], None]) -> Cancellable:
         loop = asyncio.get_running_loop()
-        # A zero-delay timer (a follower's next fetch right after a response) goes straight
-        # to the ready queue: it runs in the loop's next iteration, in the order it was set,
-        # before any task that yields after setting it (the Fetcher's round assembly relies on
-        # that), and never waits on the clock.
+        # A zero-delay timer goes straight to the ready queue: it runs in the loop's next
+        # iteration, in the order it was set, before any task that yields after setting it
+        # (the Fetcher's round assembly relies on that when timers are not inline), and never
+        # waits on the clock. The live broker's Node runs zero-delay timers inline instead
+        # (`Node(inline_timers=True)`), so this path serves Nodes built without it.
         if delay_ms <= 0:
             return loop.call_soon(callback)
         return loop.call_later(delay_ms / 1000.0, callback)

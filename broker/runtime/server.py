@@ -223,6 +223,7 @@ class Broker:
             self.broker_id, cfg.protocol_config(), self.logs,
             send_to_peer=self._send_to_peer, zk_effect=self._zk_effect,
             topic_config=lambda t: self._topic_log_config(t, {}),
+            inline_timers=True,
         )
         self.node.on_failure = self._on_fatal
         self.node.on_replica_changed = self._on_replica_changed

@@ -279,3 +279,52 @@ def test_more_than_one_candidate_is_a_choice() -> None:
     assert w.proposed.leader == 2 and w.proposed.isr == (0, 2)
     s, out = step(s, ev.Chosen(choices[0].key, 0))  # answered twice: the second is ignored
     assert out == []
+
+
+def _fetching_follower(cfg: ProtocolConfig) -> tuple[BrokerState, FetchRequest]:
+    s = registered(1, cfg)
+    s, _ = step(s, leader_and_isr(0, 0, (0, 1)))
+    r = replica(s, TP)
+    assert r is not None and r.role == Role.FOLLOWER
+    s, out = step(s, ev.TimerFired(FetchTimer(TP)))
+    (fetch,) = sends(out, FetchRequest)
+    assert isinstance(fetch.message, FetchRequest)
+    return s, fetch.message
+
+
+def _response(req: FetchRequest, batches: tuple[BatchInfo, ...], hw: int) -> ev.MessageReceived:
+    end = batches[-1].last_offset + 1 if batches else req.fetch_offset
+    return ev.MessageReceived(0, FetchResponse(
+        TP, Errors.NONE, req.fetch_offset, req.current_leader_epoch, hw, 0, end_offset=end,
+        batches=batches, records=b"r" if batches else None, request_id=req.request_id))
+
+
+def test_fetch_in_response_step_sends_the_next_fetch_at_once() -> None:
+    """The live broker's follower (fetch_in_response_step, no follower-side wait): the step
+    that appends a fetched batch also sends the next fetch from the new log end, after the
+    append, and arms its request timeout; no FetchTimer step in between."""
+    cfg = ProtocolConfig(replica_fetch_wait_max_ms=0, fetch_in_response_step=True)
+    s, req = _fetching_follower(cfg)
+    s, out = step(s, _response(req, (BatchInfo(0, 2, 0),), 3))
+    (nxt,) = sends(out, FetchRequest)
+    assert isinstance(nxt.message, FetchRequest) and nxt.message.fetch_offset == 3
+    kinds = [type(e) for e in out]
+    assert kinds.index(fx.AppendAsFollower) < out.index(nxt)
+    assert not any(isinstance(e, fx.SetTimer) and e.key == FetchTimer(TP) for e in out)
+    r = replica(s, TP)
+    assert r is not None and r.fetch_in_flight and r.log_end_offset == 3
+    # an empty response (the leader's hold expired) fetches again at once too (wait 0)
+    s, out = step(s, _response(nxt.message, (), 3))
+    (again,) = sends(out, FetchRequest)
+    assert isinstance(again.message, FetchRequest) and again.message.fetch_offset == 3
+
+
+def test_without_fetch_in_response_step_the_model_keeps_the_timer_step() -> None:
+    """The checkers' follower (the default): a FetchTimer step between the response and the
+    next fetch, so the model keeps that interleaving point."""
+    s, req = _fetching_follower(CFG)
+    s, out = step(s, _response(req, (BatchInfo(0, 2, 0),), 3))
+    assert sends(out, FetchRequest) == []
+    assert fx.SetTimer(FetchTimer(TP), 0) in out
+    r = replica(s, TP)
+    assert r is not None and not r.fetch_in_flight
