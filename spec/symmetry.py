@@ -114,6 +114,21 @@ class Canonicalizer:
         self._ghosts: dict[Any, list[Any]] = {}
         self._msgs: dict[Any, list[Any]] = {}
         self._by_id: dict[int, tuple[object, list[Any]]] = {}
+        # Broker states interned: equal states share one representative, found by identity
+        # first (memoized core steps hand out shared states), so a node's table key names
+        # its state by the representative's id instead of hashing the whole state again.
+        self._states: dict[Any, Any] = {}
+        self._state_ids: dict[int, tuple[object, int]] = {}
+        # World -> key, by the identities of its parts' entries: most transitions lead to a
+        # world whose parts were all met before (three in four successors are known states).
+        self._keys: dict[tuple[int, ...], Hashable] = {}
+
+    def _reset_parts(self) -> None:
+        """Forget every part, entry and key at once: the key cache names entries by id, so
+        it must not outlive them (an id may be reused once its entry is freed)."""
+        for table in (self._nodes, self._zks, self._ghosts, self._msgs, self._by_id,
+                      self._states, self._state_ids, self._keys):
+            table.clear()
 
     # -- encoding ----------------------------------------------------------------------
 
@@ -193,21 +208,36 @@ class Canonicalizer:
         """The cache entry of a world part: [id-free signature, then its code under each
         permutation (filled on demand)]. Found by identity first (successors share most
         parts with their parent, and memoized core steps return shared states), then by
-        value, so equal parts built by different actions share one entry."""
+        value, so equal parts built by different actions share one entry. A node is found
+        by (its interned state's id, disk, timers, inbox): hashing a broker state whole
+        is the expensive part."""
         hit = self._by_id.get(id(obj))
         if hit is not None and hit[0] is obj:
             return hit[1]
-        entry = table.get(obj)
+        if len(self._by_id) >= self.cache_size or len(table) >= self.cache_size:
+            self._reset_parts()
+        lookup: Any = obj
+        if table is self._nodes:
+            node = cast(Node, obj)
+            lookup = (self._state_id(node.state), node.disk, node.timers, node.inbox)
+        entry = table.get(lookup)
         if entry is None:
-            if len(table) >= self.cache_size:
-                table.clear()
-            entry = table[obj] = [None] * (len(self.perms) + 1)
+            entry = table[lookup] = [None] * (len(self.perms) + 1)
             if table is self._nodes:
                 entry[0] = hash(_node_signature(cast(Node, obj)))
-        if len(self._by_id) >= self.cache_size:
-            self._by_id.clear()
         self._by_id[id(obj)] = (obj, entry)  # holds obj, so its id is not reused meanwhile
         return entry
+
+    def _state_id(self, st: object) -> int:
+        """The id of the interned representative of a broker state (0 for a crashed one)."""
+        if st is None:
+            return 0
+        hit = self._state_ids.get(id(st))
+        if hit is not None and hit[0] is st:
+            return hit[1]
+        rep = self._states.setdefault(st, st)
+        sid = self._state_ids[id(st)] = (st, id(rep))  # holds st: its id is not reused
+        return sid[1]
 
     def _code(self, entry: list[Any], obj: object, k: int) -> Any:
         """The small integer naming obj's encoding under permutation k. Codes are handed out
@@ -263,15 +293,24 @@ class Canonicalizer:
         nodes (in their new order), of ZooKeeper, of the ghost and of the sorted in-flight
         messages, as one flat tuple of ints (the number of brokers is fixed, so it parses
         one way); the smallest such tuple over the candidates. The same for every world of
-        an orbit, and compact to store."""
-        nodes = w.nodes
+        an orbit, and compact to store. Remembered per tuple of part entries (by id)."""
         entry = self._entry
+        node_entries = [entry(self._nodes, x) for x in w.nodes]
+        zk_entry = entry(self._zks, w.zk)
+        ghost_entry = entry(self._ghosts, w.ghost)
+        msg_entries = [entry(self._msgs, m) for m in w.network]
+        ident = tuple([id(e) for e in node_entries] + [id(zk_entry), id(ghost_entry)]
+                      + [id(e) for e in msg_entries])
+        found = self._keys.get(ident)
+        if found is None:
+            found = self._keys[ident] = self._compute_key(w, node_entries, zk_entry,
+                                                          ghost_entry, msg_entries)
+        return found
+
+    def _compute_key(self, w: World, node_entries: list[list[Any]], zk_entry: list[Any],
+                     ghost_entry: list[Any], msg_entries: list[list[Any]]) -> Hashable:
+        nodes, zk, ghost, network = w.nodes, w.zk, w.ghost, w.network
         code = self._code
-        node_entries = [entry(self._nodes, x) for x in nodes]
-        zk, ghost, network = w.zk, w.ghost, w.network
-        zk_entry = entry(self._zks, zk)
-        ghost_entry = entry(self._ghosts, ghost)
-        msg_entries = [entry(self._msgs, m) for m in network]
         best: tuple[Any, ...] | None = None
         for k in self._candidates(w, node_entries):
             k1 = k + 1
