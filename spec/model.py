@@ -232,9 +232,9 @@ def _normalize_versions(w: World) -> World:
         seen.add(pw.write.expected_zk_version)
         seen.add(pw.write.proposed.zk_version)
     seen.discard(-1)
-    ordered = sorted(seen)
-    if ordered == list(range(len(ordered))):
+    if not seen or max(seen) == len(seen) - 1:  # distinct and non-negative: dense already
         return w
+    ordered = sorted(seen)
     rank = {v: i for i, v in enumerate(ordered)}
     rank[-1] = -1
 
@@ -719,6 +719,17 @@ class Model:
 
     def _apply(self, bld: _Builder, i: int, e: fx.Effect,
                queue: deque[tuple[int, ev.Event]]) -> None:
+        t = type(e)  # the most frequent effects first, without the match's isinstance chain
+        if t is fx.Send:
+            self._send(bld, i, e.dst, e.message, queue)  # type: ignore[union-attr]
+            return
+        if t is fx.SetTimer:
+            bld.timer_set(i).add(e.key)  # type: ignore[union-attr]
+            return
+        if t is fx.CheckpointHighWatermark:
+            bld.disks[i] = bld.disks[i]._replace(
+                hw_checkpoint=e.high_watermark)  # type: ignore[union-attr]
+            return
         d = bld.disks[i]
         match e:
             case fx.Send(dst=dst, message=msg):
