@@ -294,8 +294,14 @@ class Canonicalizer:
         messages, as one flat tuple of ints (the number of brokers is fixed, so it parses
         one way); the smallest such tuple over the candidates. The same for every world of
         an orbit, and compact to store. Remembered per tuple of part entries (by id)."""
-        entry = self._entry
-        node_entries = [entry(self._nodes, x) for x in w.nodes]
+        if len(self._keys) >= 2 * self.cache_size:
+            self._reset_parts()
+        entry, by_id = self._entry, self._by_id
+        node_entries = []
+        for x in w.nodes:  # the identity lookup of `_entry`, inline: most parts are shared
+            hit = by_id.get(id(x))
+            node_entries.append(hit[1] if hit is not None and hit[0] is x
+                                else entry(self._nodes, x))
         zk_entry = entry(self._zks, w.zk)
         ghost_entry = entry(self._ghosts, w.ghost)
         msg_entries = [entry(self._msgs, m) for m in w.network]
