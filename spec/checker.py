@@ -11,8 +11,7 @@ from __future__ import annotations
 import gc
 import time
 from collections import deque
-from collections.abc import Iterator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 from dataclasses import dataclass
-from typing import assert_never
+from typing import assert_never, cast
 
 from core import effects as fx
 from core import events as ev
@@ -721,14 +721,15 @@ class Model:
                queue: deque[tuple[int, ev.Event]]) -> None:
         t = type(e)  # the most frequent effects first, without the match's isinstance chain
         if t is fx.Send:
-            self._send(bld, i, e.dst, e.message, queue)  # type: ignore[union-attr]
+            send = cast(fx.Send, e)
+            self._send(bld, i, send.dst, send.message, queue)
             return
         if t is fx.SetTimer:
-            bld.timer_set(i).add(e.key)  # type: ignore[union-attr]
+            bld.timer_set(i).add(cast(fx.SetTimer, e).key)
             return
         if t is fx.CheckpointHighWatermark:
-            bld.disks[i] = bld.disks[i]._replace(
-                hw_checkpoint=e.high_watermark)  # type: ignore[union-attr]
+            hw = cast(fx.CheckpointHighWatermark, e).high_watermark
+            bld.disks[i] = bld.disks[i]._replace(hw_checkpoint=hw)
             return
         d = bld.disks[i]
         match e:
