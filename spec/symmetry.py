@@ -122,13 +122,18 @@ class Canonicalizer:
         # World -> key, by the identities of its parts' entries: most transitions lead to a
         # world whose parts were all met before (three in four successors are known states).
         self._keys: dict[tuple[int, ...], Hashable] = {}
+        self._resets = 0
 
     def _reset_parts(self) -> None:
-        """Forget every part, entry and key at once: the key cache names entries by id, so
-        it must not outlive them (an id may be reused once its entry is freed)."""
+        """Forget every part, entry and key at once: the key cache names entries by id and
+        node entries name interned states by id, so neither may outlive what it names (an
+        id may be reused once its object is freed). The value tables hold few values (a
+        world has few distinct parts), so this is rare; the identity maps, which fill with
+        every fresh object, are cleared on their own (`_entry`, `_state_id`)."""
         for table in (self._nodes, self._zks, self._ghosts, self._msgs, self._by_id,
                       self._states, self._state_ids, self._keys):
             table.clear()
+        self._resets += 1
 
     # -- encoding ----------------------------------------------------------------------
 
@@ -214,7 +219,9 @@ class Canonicalizer:
         hit = self._by_id.get(id(obj))
         if hit is not None and hit[0] is obj:
             return hit[1]
-        if len(self._by_id) >= self.cache_size or len(table) >= self.cache_size:
+        if len(self._by_id) >= self.cache_size:
+            self._by_id.clear()  # entries stay in their tables: keys naming them stay valid
+        if len(table) >= self.cache_size:
             self._reset_parts()
         lookup: Any = obj
         if table is self._nodes:
@@ -235,6 +242,10 @@ class Canonicalizer:
         hit = self._state_ids.get(id(st))
         if hit is not None and hit[0] is st:
             return hit[1]
+        if len(self._state_ids) >= self.cache_size:
+            self._state_ids.clear()  # the representatives stay interned in `_states`
+        if len(self._states) >= self.cache_size:
+            self._reset_parts()
         rep = self._states.setdefault(st, st)
         sid = self._state_ids[id(st)] = (st, id(rep))  # holds st: its id is not reused
         return sid[1]
@@ -295,8 +306,9 @@ class Canonicalizer:
         one way); the smallest such tuple over the candidates. The same for every world of
         an orbit, and compact to store. Remembered per tuple of part entries (by id)."""
         if len(self._keys) >= 2 * self.cache_size:
-            self._reset_parts()
+            self._keys.clear()  # the entries it names stay alive in their tables
         entry, by_id = self._entry, self._by_id
+        resets = self._resets
         node_entries = []
         for x in w.nodes:  # the identity lookup of `_entry`, inline: most parts are shared
             hit = by_id.get(id(x))
@@ -309,8 +321,9 @@ class Canonicalizer:
                       + [id(e) for e in msg_entries])
         found = self._keys.get(ident)
         if found is None:
-            found = self._keys[ident] = self._compute_key(w, node_entries, zk_entry,
-                                                          ghost_entry, msg_entries)
+            found = self._compute_key(w, node_entries, zk_entry, ghost_entry, msg_entries)
+            if resets == self._resets:  # else some entries here are orphans: ids not stable
+                self._keys[ident] = found
         return found
 
     def _compute_key(self, w: World, node_entries: list[list[Any]], zk_entry: list[Any],
