@@ -15,7 +15,17 @@ the candidate permutations, which is the same for every world of an orbit.
 Speed: a world has few distinct parts (thousands of node values for hundreds of thousands
 of worlds), so codes are cached per part value and permutation, and encodings of sub-values
 by object identity; a key costs a few dictionary lookups and hashes. Stored keys are tuples
-of small ints: compact, and cheap to hash and compare.
+of small ints: compact, and cheap to hash and compare. Broker states are interned (one
+representative per value, found by identity), so a node is looked up by its state's
+representative id instead of hashing the state whole; and the key itself is remembered per
+tuple of part entries, so a successor whose parts were all met before (most of them: three
+transitions in four lead to known states) costs a handful of identity lookups, without
+choosing candidate permutations again.
+
+No partial-order reduction: the tests pin the exact number of states at the issue's bounds
+(a change to the model's semantics must show), and a reduction would change it; nor is it
+obviously sound here, since almost every action reads or writes ZooKeeper or the ghost
+that the invariants observe.
 """
 
 from __future__ import annotations
