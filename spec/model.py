@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 from dataclasses import dataclass
-from typing import assert_never
+from typing import assert_never, cast
 
 from core import effects as fx
 from core import events as ev
@@ -98,6 +98,7 @@ class _Builder:
         "inboxes",
         "network",
         "nodes",
+        "sent",
         "states",
         "timers",
         "zk",
@@ -110,7 +111,8 @@ class _Builder:
         self.timers: list[set[TimerKey] | None] = [None] * len(w.nodes)
         self.inboxes = [n.inbox for n in w.nodes]
         self.zk = w.zk
-        self.network = list(w.network)
+        self.network = w.network  # sorted; what this action sends is kept apart in `sent`
+        self.sent: list[InFlight] = []
         self.ghost = w.ghost
         self.choices: list[object] = []
 
@@ -122,7 +124,8 @@ class _Builder:
         b.timers = [None if t is None else set(t) for t in self.timers]
         b.inboxes = list(self.inboxes)
         b.zk = self.zk
-        b.network = list(self.network)
+        b.network = self.network
+        b.sent = list(self.sent)
         b.ghost = self.ghost
         b.choices = list(self.choices)
         return b
@@ -138,15 +141,21 @@ class _Builder:
 
     def freeze(self) -> World:
         nodes = []
-        for i, n in enumerate(self.nodes):
-            t = self.timers[i]
-            timers = n.timers if t is None else frozenset(t)
-            st, d, inbox = self.states[i], self.disks[i], self.inboxes[i]
-            if st is n.state and d is n.disk and inbox is n.inbox and timers == n.timers:
-                nodes.append(n)
+        states, disks, inboxes = self.states, self.disks, self.inboxes
+        for i, t in enumerate(self.timers):
+            n = self.nodes[i]
+            st, d, inbox = states[i], disks[i], inboxes[i]
+            if t is None or t == n.timers:
+                if st is n.state and d is n.disk and inbox is n.inbox:
+                    nodes.append(n)
+                else:
+                    nodes.append(Node(st, d, n.timers, inbox))
             else:
-                nodes.append(Node(st, d, timers, inbox))
-        return World(tuple(nodes), self.zk, tuple(sorted(self.network)), self.ghost)
+                nodes.append(Node(st, d, frozenset(t), inbox))
+        network = self.network
+        if self.sent:
+            network = tuple(sorted(network + tuple(self.sent)))
+        return World(tuple(nodes), self.zk, network, self.ghost)
 
 
 _WATCH_KIND: dict[type, str] = {
@@ -157,7 +166,7 @@ _WATCH_KIND: dict[type, str] = {
 }
 
 
-def _inert(m: InFlight, nodes: list[Node], broker_epoch_checked: bool) -> bool:
+def _inert(m: InFlight, nodes: tuple[Node, ...] | list[Node], broker_epoch_checked: bool) -> bool:
     """A LeaderAndIsr request its (running) target will ignore now and forever: its epochs
     only grow while it runs, and a crash drops what is in flight to it. Delivering it is a
     no-op, so the model forgets it."""
@@ -223,9 +232,9 @@ def _normalize_versions(w: World) -> World:
         seen.add(pw.write.expected_zk_version)
         seen.add(pw.write.proposed.zk_version)
     seen.discard(-1)
-    ordered = sorted(seen)
-    if ordered == list(range(len(ordered))):
+    if not seen or max(seen) == len(seen) - 1:  # distinct and non-negative: dense already
         return w
+    ordered = sorted(seen)
     rank = {v: i for i, v in enumerate(ordered)}
     rank[-1] = -1
 
@@ -289,6 +298,11 @@ class Model:
         self._steps_by_id: dict[int, tuple[BrokerState, dict[ev.Event, tuple[
             BrokerState, list[fx.Effect]]]]] = {}
         self.step_cache_size = 200_000  # states
+        self._timer_plans: dict[frozenset[TimerKey], tuple[
+            tuple[TimerKey, str, ev.TimerFired], ...]] = {}
+        self._deliveries: dict[int, tuple[InFlight, ev.MessageReceived]] = {}
+        self._max_leader_epoch = bounds.leader_epochs
+        self._max_controller_epoch = bounds.controller_epochs
 
     def step(self, state: BrokerState, event: ev.Event) -> tuple[BrokerState, list[fx.Effect]]:
         """`core.step`, memoized."""
@@ -351,16 +365,19 @@ class Model:
                 if w.nodes[lb.broker_id].alive:
                     out += self._act(w, ("zk-elect", lb.broker_id), lb.broker_id,
                                      ev.ControllerChanged(NO_LEADER))
-        seen: set[InFlight] = set()
-        for k, m in enumerate(w.network):
-            if m in seen or not w.nodes[m.dst].alive:
+        network = w.network
+        prev: InFlight | None = None
+        for k, m in enumerate(network):
+            # the network is sorted, so equal messages are neighbours: deliver one of them
+            duplicate = prev is not None and (prev is m or prev == m)
+            prev = m
+            if duplicate or w.nodes[m.dst].state is None:
                 continue
             if m.kind == _SHUTDOWN_RESPONSE:
                 continue  # its delivery stops the broker: `_shutdowns`
-            seen.add(m)
-            rest = w.network[:k] + w.network[k + 1:]
-            out += self._act(w._replace(network=rest), ("deliver", m.dst, m.src, m.kind, k),
-                             m.dst, ev.MessageReceived(m.src, m.message))
+            rest = network[:k] + network[k + 1:]
+            out += self._act(World(w.nodes, w.zk, rest, g), ("deliver", m.dst, m.src, m.kind, k),
+                             m.dst, self._delivery(m))
             if g.drops < b.drops:
                 out.append((("drop", m.dst, m.src, m.kind, k),
                             w._replace(network=rest, ghost=g._replace(drops=g.drops + 1))))
@@ -369,14 +386,10 @@ class Model:
                 out.append((("duplicate", m.dst, m.src, m.kind, k),
                             w._replace(network=dup, ghost=g._replace(duplicates=g.duplicates + 1))))
         for i, node in enumerate(w.nodes):
-            if not node.alive:
+            if node.state is None or not node.timers:
                 continue
-            for key in sorted(node.timers, key=repr):
-                if isinstance(key, _QUIET_TIMERS) or (
-                        isinstance(key, LeaderImbalanceTimer) and not b.rebalance):
-                    continue
-                out += self._act(w, ("timer", i, repr(key)), i, ev.TimerFired(key),
-                                 disarm=key)
+            for key, text, fired in self._timer_plan(node.timers):
+                out += self._act(w, ("timer", i, text), i, fired, disarm=key)
         if g.next_record < b.records:
             for i, node in enumerate(w.nodes):
                 st = node.state
@@ -386,7 +399,7 @@ class Model:
                 if r is not None and r.role == Role.LEADER:
                     rid = g.next_record
                     produce = ev.ProduceReceived(rid, TP, b.acks, 1, (rid,))
-                    w2 = w._replace(ghost=g._replace(next_record=rid + 1))
+                    w2 = World(w.nodes, w.zk, w.network, g._replace(next_record=rid + 1))
                     out += self._act(w2, ("produce", i, rid), i, produce)
         out += self._faults(w)
         out += self._moves(w)
@@ -394,20 +407,56 @@ class Model:
         out += self._shutdowns(w)
         for k, pw in enumerate(w.zk.pending):
             out += self._complete_write(w, k, pw)
-        return [(a, self._tidy(s)) for a, s in out if self._within_bounds(s)]
+        within = self._within_bounds
+        tidy = self._tidy
+        return [(a, tidy(s)) for a, s in out if within(s)]
+
+    def _timer_plan(self, timers: frozenset[TimerKey]) -> tuple[
+            tuple[TimerKey, str, ev.TimerFired], ...]:
+        """The timers of a set the model fires, in a fixed order (by their text), each with
+        its label text and its event; remembered per set (a node's timers take few values,
+        and a dataclass's repr is slow)."""
+        plan = self._timer_plans.get(timers)
+        if plan is None:
+            b = self.bounds
+            plan = tuple(
+                (key, repr(key), ev.TimerFired(key))
+                for key in sorted(timers, key=repr)
+                if not (isinstance(key, _QUIET_TIMERS)
+                        or (isinstance(key, LeaderImbalanceTimer) and not b.rebalance))
+            )
+            if len(self._timer_plans) >= 10_000:
+                self._timer_plans.clear()
+            self._timer_plans[timers] = plan
+        return plan
+
+    def _delivery(self, m: InFlight) -> ev.MessageReceived:
+        """The event delivering m; one object per message (held), so the memoized step finds
+        it by identity-cheap equality."""
+        hit = self._deliveries.get(id(m))
+        if hit is not None and hit[0] is m:
+            return hit[1]
+        if len(self._deliveries) >= 100_000:
+            self._deliveries.clear()
+        event = ev.MessageReceived(m.src, m.message)
+        self._deliveries[id(m)] = (m, event)
+        return event
 
     def _tidy(self, w: World) -> World:
-        nodes = list(w.nodes)
-        checked = True
-        if any(_inert(m, nodes, checked) for m in w.network):
-            w = w._replace(network=tuple(m for m in w.network if not _inert(m, nodes, checked)))
+        network = w.network
+        if network:
+            nodes = w.nodes
+            if any(_inert(m, nodes, True) for m in network):
+                w = World(nodes, w.zk, tuple(m for m in network if not _inert(m, nodes, True)),
+                          w.ghost)
         return _normalize_versions(w)
 
     def _within_bounds(self, w: World) -> bool:
-        p = w.zk.partition
-        if p is not None and p.leader_epoch >= self.bounds.leader_epochs:
+        zk = w.zk
+        p = zk.partition
+        if p is not None and p.leader_epoch >= self._max_leader_epoch:
             return False
-        return w.zk.controller_epoch <= self.bounds.controller_epochs
+        return zk.controller_epoch <= self._max_controller_epoch
 
     def _complete_write(self, w: World, k: int, pw: PendingWrite) -> list[tuple[Action, World]]:
         """ZooKeeper applies (or rejects) a leader's ISR write that was in flight."""
@@ -670,6 +719,18 @@ class Model:
 
     def _apply(self, bld: _Builder, i: int, e: fx.Effect,
                queue: deque[tuple[int, ev.Event]]) -> None:
+        t = type(e)  # the most frequent effects first, without the match's isinstance chain
+        if t is fx.Send:
+            send = cast(fx.Send, e)
+            self._send(bld, i, send.dst, send.message, queue)
+            return
+        if t is fx.SetTimer:
+            bld.timer_set(i).add(cast(fx.SetTimer, e).key)
+            return
+        if t is fx.CheckpointHighWatermark:
+            hw = cast(fx.CheckpointHighWatermark, e).high_watermark
+            bld.disks[i] = bld.disks[i]._replace(hw_checkpoint=hw)
+            return
         d = bld.disks[i]
         match e:
             case fx.Send(dst=dst, message=msg):
@@ -745,7 +806,7 @@ class Model:
             if bld.alive(dst):
                 queue.append((dst, ev.MessageReceived(src, msg)))
             return
-        bld.network.append(InFlight(dst, src, _kind(msg), msg))
+        bld.sent.append(InFlight(dst, src, _kind(msg), msg))
 
     def _fill_fetch(self, bld: _Builder, src: int, msg: FetchResponse) -> FetchResponse:
         recs = bld.disks[src].records[msg.fetch_offset:msg.end_offset]

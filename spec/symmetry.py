@@ -15,7 +15,17 @@ the candidate permutations, which is the same for every world of an orbit.
 Speed: a world has few distinct parts (thousands of node values for hundreds of thousands
 of worlds), so codes are cached per part value and permutation, and encodings of sub-values
 by object identity; a key costs a few dictionary lookups and hashes. Stored keys are tuples
-of small ints: compact, and cheap to hash and compare.
+of small ints: compact, and cheap to hash and compare. Broker states are interned (one
+representative per value, found by identity), so a node is looked up by its state's
+representative id instead of hashing the state whole; and the key itself is remembered per
+tuple of part entries, so a successor whose parts were all met before (most of them: three
+transitions in four lead to known states) costs a handful of identity lookups, without
+choosing candidate permutations again.
+
+No partial-order reduction: the tests pin the exact number of states at the issue's bounds
+(a change to the model's semantics must show), and a reduction would change it; nor is it
+obviously sound here, since almost every action reads or writes ZooKeeper or the ghost
+that the invariants observe.
 """
 
 from __future__ import annotations
@@ -114,6 +124,26 @@ class Canonicalizer:
         self._ghosts: dict[Any, list[Any]] = {}
         self._msgs: dict[Any, list[Any]] = {}
         self._by_id: dict[int, tuple[object, list[Any]]] = {}
+        # Broker states interned: equal states share one representative, found by identity
+        # first (memoized core steps hand out shared states), so a node's table key names
+        # its state by the representative's id instead of hashing the whole state again.
+        self._states: dict[Any, Any] = {}
+        self._state_ids: dict[int, tuple[object, int]] = {}
+        # World -> key, by the identities of its parts' entries: most transitions lead to a
+        # world whose parts were all met before (three in four successors are known states).
+        self._keys: dict[tuple[int, ...], Hashable] = {}
+        self._resets = 0
+
+    def _reset_parts(self) -> None:
+        """Forget every part, entry and key at once: the key cache names entries by id and
+        node entries name interned states by id, so neither may outlive what it names (an
+        id may be reused once its object is freed). The value tables hold few values (a
+        world has few distinct parts), so this is rare; the identity maps, which fill with
+        every fresh object, are cleared on their own (`_entry`, `_state_id`)."""
+        for table in (self._nodes, self._zks, self._ghosts, self._msgs, self._by_id,
+                      self._states, self._state_ids, self._keys):
+            table.clear()
+        self._resets += 1
 
     # -- encoding ----------------------------------------------------------------------
 
@@ -193,21 +223,42 @@ class Canonicalizer:
         """The cache entry of a world part: [id-free signature, then its code under each
         permutation (filled on demand)]. Found by identity first (successors share most
         parts with their parent, and memoized core steps return shared states), then by
-        value, so equal parts built by different actions share one entry."""
+        value, so equal parts built by different actions share one entry. A node is found
+        by (its interned state's id, disk, timers, inbox): hashing a broker state whole
+        is the expensive part."""
         hit = self._by_id.get(id(obj))
         if hit is not None and hit[0] is obj:
             return hit[1]
-        entry = table.get(obj)
+        if len(self._by_id) >= self.cache_size:
+            self._by_id.clear()  # entries stay in their tables: keys naming them stay valid
+        if len(table) >= self.cache_size:
+            self._reset_parts()
+        lookup: Any = obj
+        if table is self._nodes:
+            node = cast(Node, obj)
+            lookup = (self._state_id(node.state), node.disk, node.timers, node.inbox)
+        entry = table.get(lookup)
         if entry is None:
-            if len(table) >= self.cache_size:
-                table.clear()
-            entry = table[obj] = [None] * (len(self.perms) + 1)
+            entry = table[lookup] = [None] * (len(self.perms) + 1)
             if table is self._nodes:
                 entry[0] = hash(_node_signature(cast(Node, obj)))
-        if len(self._by_id) >= self.cache_size:
-            self._by_id.clear()
         self._by_id[id(obj)] = (obj, entry)  # holds obj, so its id is not reused meanwhile
         return entry
+
+    def _state_id(self, st: object) -> int:
+        """The id of the interned representative of a broker state (0 for a crashed one)."""
+        if st is None:
+            return 0
+        hit = self._state_ids.get(id(st))
+        if hit is not None and hit[0] is st:
+            return hit[1]
+        if len(self._state_ids) >= self.cache_size:
+            self._state_ids.clear()  # the representatives stay interned in `_states`
+        if len(self._states) >= self.cache_size:
+            self._reset_parts()
+        rep = self._states.setdefault(st, st)
+        sid = self._state_ids[id(st)] = (st, id(rep))  # holds st: its id is not reused
+        return sid[1]
 
     def _code(self, entry: list[Any], obj: object, k: int) -> Any:
         """The small integer naming obj's encoding under permutation k. Codes are handed out
@@ -263,15 +314,32 @@ class Canonicalizer:
         nodes (in their new order), of ZooKeeper, of the ghost and of the sorted in-flight
         messages, as one flat tuple of ints (the number of brokers is fixed, so it parses
         one way); the smallest such tuple over the candidates. The same for every world of
-        an orbit, and compact to store."""
-        nodes = w.nodes
-        entry = self._entry
+        an orbit, and compact to store. Remembered per tuple of part entries (by id)."""
+        if len(self._keys) >= 2 * self.cache_size:
+            self._keys.clear()  # the entries it names stay alive in their tables
+        entry, by_id = self._entry, self._by_id
+        resets = self._resets
+        node_entries = []
+        for x in w.nodes:  # the identity lookup of `_entry`, inline: most parts are shared
+            hit = by_id.get(id(x))
+            node_entries.append(hit[1] if hit is not None and hit[0] is x
+                                else entry(self._nodes, x))
+        zk_entry = entry(self._zks, w.zk)
+        ghost_entry = entry(self._ghosts, w.ghost)
+        msg_entries = [entry(self._msgs, m) for m in w.network]
+        ident = tuple([id(e) for e in node_entries] + [id(zk_entry), id(ghost_entry)]
+                      + [id(e) for e in msg_entries])
+        found = self._keys.get(ident)
+        if found is None:
+            found = self._compute_key(w, node_entries, zk_entry, ghost_entry, msg_entries)
+            if resets == self._resets:  # else some entries here are orphans: ids not stable
+                self._keys[ident] = found
+        return found
+
+    def _compute_key(self, w: World, node_entries: list[list[Any]], zk_entry: list[Any],
+                     ghost_entry: list[Any], msg_entries: list[list[Any]]) -> Hashable:
+        nodes, zk, ghost, network = w.nodes, w.zk, w.ghost, w.network
         code = self._code
-        node_entries = [entry(self._nodes, x) for x in nodes]
-        zk, ghost, network = w.zk, w.ghost, w.network
-        zk_entry = entry(self._zks, zk)
-        ghost_entry = entry(self._ghosts, ghost)
-        msg_entries = [entry(self._msgs, m) for m in network]
         best: tuple[Any, ...] | None = None
         for k in self._candidates(w, node_entries):
             k1 = k + 1

@@ -140,3 +140,35 @@ def test_bad_bounds_are_refused_clearly() -> None:
         Bounds(network="carrier-pigeon")
     with pytest.raises(ValueError, match="acks"):
         Bounds(acks=2)
+
+
+def test_key_caches_reset_without_changing_results(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The canonical-key caches (parts by identity, interned states, keys by the identities
+    of part entries) are bounded; tiny bounds force every kind of reset mid-search, and the
+    search must find the same states and transitions, sequential and parallel."""
+    from spec import symmetry
+
+    bounds = Bounds(brokers=2, records=2, leader_epochs=3, crashes=1)
+    full = check(Model(ProtocolConfig(), bounds))
+    original = symmetry.Canonicalizer.__init__
+
+    def tiny(self: symmetry.Canonicalizer, n: int, cache_size: int = 0,
+             fingerprints: bool = False, symmetry: bool = True) -> None:
+        original(self, n, cache_size=40, fingerprints=fingerprints, symmetry=symmetry)
+
+    monkeypatch.setattr(symmetry.Canonicalizer, "__init__", tiny)
+    for workers in (1, 2):
+        small = check(Model(ProtocolConfig(), bounds), workers=workers)
+        assert (small.states, small.transitions, small.depth) == (
+            full.states, full.transitions, full.depth)
+
+
+def test_the_search_runs_without_the_cyclic_collector_and_restores_it() -> None:
+    import gc
+
+    seen: list[bool] = []
+    assert gc.isenabled()
+    check(Model(ProtocolConfig(), Bounds(brokers=2, records=1)),
+          progress=lambda *_: seen.append(gc.isenabled()))
+    assert seen and not any(seen)
+    assert gc.isenabled()
