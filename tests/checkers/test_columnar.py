@@ -95,7 +95,9 @@ def _sparse(h: list[Op], f: int) -> list[Op]:
         if m[0] == "send" and isinstance(m[2], list) and m[2][0] is not None:
             return ["send", m[1], [m[2][0] * f, m[2][1]]]
         if m[0] == "poll" and len(m) > 1:
-            return ["poll", {k: [[o * f, v] for o, v in ps] for k, ps in m[1].items()}]
+            # (a `None` offset, from the none_poll_offset injection, stays None)
+            return ["poll", {k: [[o if o is None else o * f, v] for o, v in ps]
+                             for k, ps in m[1].items()}]
         return m
 
     return [op._replace(value=[mop(m) for m in op.value])
