@@ -777,8 +777,9 @@ def check(
 ) -> dict[str, Any]:
     """Analyse a queue history and judge it under `policy` (default: assign, ww-deps).
 
-    Tries the vectorised fast path first (`queue_fast`: it answers only when it proves the
-    history clean, and then its result equals the reference's); otherwise the reference."""
+    Tries the vectorised fast path first (`queue_fast`: it answers when it proves the
+    history clean or finds only the anomaly kinds it reports itself, `queue_fast.ANSWERED`,
+    and then its result equals the reference's); otherwise the reference."""
     if fast:
         from harness.checkers.queue_fast import fast_results
 

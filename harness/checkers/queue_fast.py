@@ -3,8 +3,15 @@
 `check_columns(cols)` works on a history's int64 columns (`columnar.QueueColumns`: per client
 completion its process, type and times; sends and poll records as flat arrays — decoded from
 `Op`s, JSONL or a columnar Parquet/Arrow file by `harness.checkers.columnar`) and, with numpy
-scatters, sorts and differences, *proves* that the reference (`queue.analysis`) would find no
-anomaly. `fast_results(history)` is `check_columns(columnar.from_ops(history))`.
+scatters, sorts and differences, either *proves* that the reference (`queue.analysis`) would
+find no anomaly, or finds only anomalies of the kinds it reports itself (`ANSWERED`: what a
+lossy run shows — `lost_write`, `unseen`, `int_poll_skip`, `poll_skip`, `nonmonotonic_poll`)
+and builds the reference's very entries for them (same order, same VO indices and values, the
+named ops loaded from the history for those few ops only, then the reference's own
+`queue.result_map`: condensing, verdict). `fast_results(history)` is
+`check_columns(columnar.from_ops(history))`. Any other anomaly kind (duplicates and
+inconsistent offsets, G1a, precommitted reads, send anomalies, internal nonmonotonic polls,
+dependency cycles) hands the history to the reference, which names it.
 
 - version orders: poll records go into a (key, offset) table when offsets are dense (else one
   stable sort by (key, offset)) — two values at one offset are `inconsistent_offsets`; the
@@ -36,15 +43,17 @@ It also computes what a clean result map carries besides anomalies: the worst re
 (per-process positions as a keys x rows matrix, rows sorted by (process, history order),
 processed in chunks of whole processes: assign/subscribe resets, segmented running maxima;
 `expired[k][i]` as a flat table from running maxima of offsets per key, or searched when
-offsets are huge), the `info` error causes and the counts. When any check finds something —
-or the history is outside what the fast path handles (keys, values, offsets or processes that
-are not Python ints, `None` poll offsets, negative offsets, a `rebalance_log`, an assign of a
-key no op touches, a tie for the worst lag inside one op, a lag matrix above
-`MAX_LAG_CELLS`) — it returns `None` and `queue.check` runs the reference, which produces the
-anomaly details. So results are identical whenever the fast path answers (a clean result does
-not depend on `all_errors`); a history with anomalies costs one fast attempt plus the
-reference. (bool values are taken as the ints they equal, as the reference's dicts and sets
-do; bool keys and processes make `columnar` decline.)
+offsets are huge), the `info` error causes and the counts. When a check finds something
+outside `ANSWERED` — or the history is outside what the fast path handles (keys, values,
+offsets or processes that are not Python ints, `None` poll offsets, negative offsets, a
+`rebalance_log`, an assign of a key no op touches, a tie for the worst lag inside one op, a
+lag matrix above `MAX_LAG_CELLS`) — it returns `None` and `queue.check` runs the reference,
+which produces the anomaly details. So results are identical whenever the fast path answers
+(`tests/checkers/test_queue_fast_lossy.py` and `test_columnar.py` compare full result maps);
+a history with other anomalies costs one fast attempt plus the reference. (bool values are
+taken as the ints they equal, as the reference's dicts and sets do — for a clean verdict; an
+anomaly in a history with bool values goes to the reference, which names the bools; bool
+keys and processes make `columnar` decline.)
 
 Cost, on columns: O(n) numpy passes over the poll records (chunked by whole runs so the
 temporaries stay in cache and are reused: a scatter into the (key, offset) table, a gather to

@@ -122,3 +122,34 @@ def test_lossy_duplicated_reordered_histories_equal_the_reference(
     ref, answered = _same_everywhere(h)
     if not set(ref["anomaly_types"]) <= queue_fast.ANSWERED:
         assert not any(answered.values()), (ref["anomaly_types"], answered)
+
+
+DATA = Path(__file__).parent / "data"
+
+
+def _real_history(name: str) -> list[Op]:
+    import gzip
+
+    from harness.history import read_jsonl
+
+    p = DATA / name
+    if name.endswith(".gz"):
+        with tempfile.TemporaryDirectory() as tmp:
+            q = Path(tmp) / name.removesuffix(".gz")
+            q.write_bytes(gzip.decompress(p.read_bytes()))
+            return read_jsonl(q)
+    return read_jsonl(p)
+
+
+def test_real_campaign_histories_equal_the_reference() -> None:
+    """Histories recorded by real local/Docker campaigns (two stopped mid-run, so with
+    unseen values; one clean): every decoder's fast answer is the reference's, and the fast
+    path answers them all."""
+    kinds = []
+    for name in ("real_campaign_stopped_unseen.jsonl", "real_campaign_clean.jsonl",
+                 "real_campaign_stopped_unseen_long.jsonl.gz"):
+        h = _real_history(name)
+        ref, answered = _same_everywhere(h)
+        assert all(answered.values()), (name, answered)
+        kinds.append(ref["anomaly_types"])
+    assert kinds == [["unseen"], [], ["unseen"]]
