@@ -83,7 +83,8 @@ __all__ = ["ANSWERED", "MAX_LAG_CELLS", "Fallback", "check_columns", "fast_resul
 #: the anomaly kinds the fast path reports itself (with the reference's details); a history
 #: with any other kind goes to the reference
 ANSWERED: Final = frozenset({"lost_write", "unseen", "int_poll_skip", "poll_skip",
-                             "nonmonotonic_poll"})
+                             "nonmonotonic_poll", "G1a", "nonmonotonic_send", "int_send_skip",
+                             "int_nonmonotonic_send"})
 
 I64 = npt.NDArray[np.int64]
 B = npt.NDArray[np.bool_]
@@ -302,9 +303,8 @@ def _check(c: QueueColumns, policy: QueuePolicy | None, all_errors: bool) -> dic
     s_pos = _lookup(pkv_s, s_kv)
     s_ent = np.where(s_pos >= 0, pkv_order[np.maximum(s_pos, 0)], -1) if len(pkv_s) else s_pos
     read_ok = (s_ent >= 0) & okflag[np.maximum(s_ent, 0)] if len(pent_ko) else s_ent >= 0
-    # G1a: a failed send read by an ok op
-    if (read_ok & (s_type == 2)).any():
-        raise Fallback("G1a")
+    # G1a: a failed send read by an ok op (reported after the other checks)
+    g1a_m = read_ok & (s_type == 2)
     # unseen: ok sends never read by an ok op (reported after the other checks)
     unseen_m = ~read_ok & (s_type == 0)
     # committed info ops: some send of theirs was read by an ok op
@@ -449,11 +449,12 @@ def _check(c: QueueColumns, policy: QueuePolicy | None, all_errors: bool) -> dic
     sord = np.argsort(s_code, kind="stable")
     sg = s_code[sord]
     si_s = s_idx[sord]
+    # int_send_skip / int_nonmonotonic_send: (send, next send of the op to the key) pairs
+    int_send = np.zeros(0, dtype=np.int64)
     if len(sg) > 1:
         same = sg[1:] == sg[:-1]
         both = (si_s[1:] >= 0) & (si_s[:-1] >= 0)
-        if (same & both & (np.diff(si_s) != 1)).any():
-            raise Fallback("internal send")
+        int_send = np.flatnonzero(same & both & (np.diff(si_s) != 1))
 
     # ---- across ops of one process
     pids, (pid_of_rec,) = _ids(c.r_proc)
@@ -529,10 +530,9 @@ def _check(c: QueueColumns, policy: QueuePolicy | None, all_errors: bool) -> dic
         drop = dropped(pid_of_rec[g_r[ci]], g_kid[ci], g_r[pi], g_r[ci])
         if drop.all():
             return none, none
-        if send:
-            raise Fallback("nonmonotonic send")
         return ci[~drop], pi[~drop]
 
+    nm_send: tuple[I64, ...] | None = None
     # poll runs per (op, key), empty ones included (an empty ok run resets the position)
     x_cur = x_prev = first_i = last_i = u_code = np.zeros(0, dtype=np.int64)
     if nrun:
@@ -557,7 +557,13 @@ def _check(c: QueueColumns, policy: QueuePolicy | None, all_errors: bool) -> dic
         if len(sgk):
             gf, gl = _group_edges(sgk)
             u = sgk[gf]
-            across(u // K, u % K, sik[gf], sik[gl], np.ones(len(u), dtype=bool), True)
+            y_cur, y_prev = across(u // K, u % K, sik[gf], sik[gl],
+                                   np.ones(len(u), dtype=bool), True)
+            if len(y_cur):
+                sends_kept = sord[keep_s]
+                # (op, key) groups of sends: first and last send (micro-op order)
+                nm_send = (u[y_cur], sends_kept[gf][y_cur], sends_kept[gl][y_prev],
+                           sik[gl][y_prev], sik[gf][y_cur], u[y_prev] // K)
 
     copts = (policy or QueuePolicy()).cycle_options()
     if copts is not None:
@@ -681,6 +687,44 @@ def _check(c: QueueColumns, policy: QueuePolicy | None, all_errors: bool) -> dic
         if nms:
             errors["nonmonotonic_poll"] = nms
         named += [g_r[x_cur], g_r[x_prev]]
+    if len(int_send):
+        a_ = sord[int_send]
+        b_ = sord[int_send + 1]
+        first_send = sord[np.searchsorted(sg, s_code[b_], "left")]
+        order = np.lexsort((b_, first_send))
+        a_ = a_[order]
+        b_ = b_[order]
+        skips = []
+        nms = []
+        for k, v1, v2, i1_, i2_, r in zip(s_kid[b_].tolist(), sv_a[a_].tolist(),
+                                          sv_a[b_].tolist(), s_idx[a_].tolist(),
+                                          s_idx[b_].tolist(), sr_a[b_].tolist(), strict=True):
+            if i2_ - i1_ > 1:
+                skips.append({"key": vo.key(k), "values": [v1, v2], "delta": i2_ - i1_,
+                              "skipped": vo.values(k, i1_ + 1, i2_), "op": r})
+            else:
+                nms.append({"key": vo.key(k), "values": [v1, v2], "delta": i2_ - i1_, "op": r})
+        if skips:
+            errors["int_send_skip"] = skips
+        if nms:
+            errors["int_nonmonotonic_send"] = nms
+        named.append(sr_a[b_])
+    if nm_send is not None:
+        codes, cur_first, prev_last, i1s, i2s, prev_r = nm_send
+        order = np.argsort(cur_first, kind="stable")  # the op's sends meet its keys so
+        errors["nonmonotonic_send"] = [
+            {"key": vo.key(k), "values": [v1, v2], "delta": b - a, "ops": [pr, cr]}
+            for k, v1, v2, a, b, pr, cr in zip(
+                (codes[order] % K).tolist(), sv_a[prev_last[order]].tolist(),
+                sv_a[cur_first[order]].tolist(), i1s[order].tolist(), i2s[order].tolist(),
+                prev_r[order].tolist(), (codes[order] // K).tolist(), strict=True)]
+        named += [prev_r, codes // K]
+    if g1a_m.any():
+        g1a = _g1a(kv(s_kid[g1a_m], sv_a[g1a_m]), vspan, vmin, vo, s_kv, sr_a,
+                   kv(np.repeat(run_kid, run_n_a), rec_v), np.repeat(run_r_a, run_n_a), is_ok)
+        errors["G1a"] = g1a
+        named.append(np.array([e[x] for e in g1a for x in ("writer", "reader")
+                               if e[x] is not None], dtype=np.int64))
     if lost:
         errors["lost_write"] = lost
         named.append(np.array([e[x] for e in lost for x in ("writer", "max_read")
@@ -757,6 +801,31 @@ def _lost_writes(vo: _VO, lost_pos: I64, log_kid: I64, dense: I64, bound: I64,
     return out
 
 
+def _g1a(codes: I64, vspan: int, vmin: int, vo: _VO, s_kv: I64, sr_a: I64, rec_kv: I64,
+         rec_r: I64, is_ok: B) -> list[dict[str, Any]]:
+    """`G1a` entries (ops as op numbers; sorted by reader once the ops are loaded): per
+    (key, value) read by ok ops though some send of it failed, its writer (the last op
+    sending it) and each ok op reading it, in history order."""
+    codes = _sorted_unique(codes)
+    writer: dict[int, int] = {}
+    sel = np.flatnonzero(np.isin(s_kv, codes))
+    for code, r in zip(s_kv[sel].tolist(), sr_a[sel].tolist(), strict=True):
+        writer[code] = r
+    readers: dict[int, list[int]] = {}
+    m = np.flatnonzero(is_ok[rec_r] & np.isin(rec_kv, codes))
+    for code, r in zip(rec_kv[m].tolist(), rec_r[m].tolist(), strict=True):
+        lst = readers.setdefault(code, [])
+        if not lst or lst[-1] != r:
+            lst.append(r)
+    out = []
+    for code in codes.tolist():
+        k, v = divmod(code, vspan)
+        for r in readers.get(code, ()):
+            out.append({"key": vo.key(k), "value": v + vmin, "writer": writer.get(code),
+                        "reader": r})
+    return out
+
+
 def _name_ops(c: QueueColumns, errors: dict[str, list[dict[str, Any]]], named: list[I64]) -> None:
     """Replace the op numbers in the anomalies by the `Op`s (loaded for these few ops only)."""
     if c.exotic:
@@ -764,11 +833,13 @@ def _name_ops(c: QueueColumns, errors: dict[str, list[dict[str, Any]]], named: l
     ops = c.ops_at(np.concatenate(named).tolist() if named else [])
     for es in errors.values():
         for e in es:
-            for f in ("op", "writer", "max_read"):
+            for f in ("op", "writer", "max_read", "reader"):
                 if e.get(f) is not None:
                     e[f] = ops[e[f]]
             if "ops" in e:
                 e["ops"] = [ops[r] for r in e["ops"]]
+    if "G1a" in errors:
+        errors["G1a"].sort(key=lambda e: e["reader"].index)  # as the reference orders them
 
 
 _LAST_TARJAN_NODES = 0  # (for benchmarks: how many nodes the last acyclicity check left)

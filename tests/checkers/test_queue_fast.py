@@ -158,8 +158,9 @@ def test_fast_path_answers_on_clean_histories() -> None:
 
 
 def test_fast_path_answers_its_kinds_exactly_and_declines_the_rest() -> None:
-    """Lost writes, unseen values and poll skips are answered with the reference's very
-    details (all_errors or condensed); any other anomaly goes to the reference."""
+    """Lost writes, unseen values, poll and send skips and reorders, aborted reads are
+    answered with the reference's very details (all_errors or condensed); any other anomaly
+    goes to the reference."""
     h = synthetic.queue_history(2000, seed=7)
     import random
 
@@ -176,4 +177,5 @@ def test_fast_path_answers_its_kinds_exactly_and_declines_the_rest() -> None:
         elif kinds:
             assert fast is None, w
     assert answered == {"lost_write", "unseen", "skip_in_poll", "nonmonotonic_poll",
-                        "info_lost_write"}
+                        "info_lost_write", "g1a", "nonmonotonic_send",
+                        "int_nonmonotonic_send"}
