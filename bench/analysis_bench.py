@@ -16,6 +16,8 @@ checker makes each results.json, so generating 1,000 x 10,000 distinct runs take
 Two single-process loops over the same runs:
 - `check loop`: `harness.checkers.check` on each run's decoded `Op`s with the campaign's
   verdict rule — what `hiwater check` and a campaign do per run (the baseline of the issue);
+  `--loop-sample N` times it on N runs spread over the store and scales the time to all runs
+  (it is linear in runs; on a busy machine the whole loop would take an hour);
 - `task loop`: the function each Spark task runs per run (`runs.analyse_table`: the same
   checkers from the file's int columns, plus fault windows, latencies and unseen decay), in
   one process: Spark's own overhead and parallel gain are what lies between it and analyze.
