@@ -317,8 +317,9 @@ def check_table(table: Any, sub_via: Sequence[str], *, time_limit_s: float = 30.
     not `stats`) on a history table, through the same checkers, and the queue columns when
     the file gave them. A queue history goes to `queue_fast.check_columns` on the int
     columns read straight from the file (no JSON, no `Op`s: `check` reaches the same function
-    through `columnar.from_ops`), and to the reference `queue.check` on the decoded `Op`s
-    only when the fast path cannot prove it clean — as `queue.check` does; a history with
+    through `columnar.from_ops`; it answers clean and lossy histories, loading the few ops an
+    anomaly names), and to the reference `queue.check` on the decoded `Op`s only when the
+    fast path declines (other anomaly kinds) — as `queue.check` does; a history with
     register ops goes to `check` whole."""
     import pyarrow.compute as pc
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 import gc
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -92,6 +92,23 @@ class QueueColumns:
     sub_keys: I64
     #: repr(error) -> error of `info` queue ops (the reference's `info_txn_causes`)
     info_causes: dict[str, Any]
+    #: per op: its event's position in the history (to name it in an anomaly)
+    r_row: I64 | None = None
+    #: time of the history's last event (the reference stamps `unseen` with it)
+    last_time: int = 0
+    #: the `Op`s at some history positions, as the reference reads them (anomalies name ops)
+    op_loader: Callable[[list[int]], list[Op]] | None = None
+    #: some value is a bool (taken as the int it equals: exact for a clean verdict, but an
+    #: anomaly would name the int where the reference names the bool)
+    exotic: bool = False
+
+    def ops_at(self, ops: Sequence[int]) -> dict[int, Op]:
+        """op number -> its `Op`, for the few ops an anomaly names."""
+        if self.op_loader is None or self.r_row is None:
+            raise Fallback("no way to load the ops an anomaly names")
+        want = sorted(set(int(r) for r in ops))
+        got = self.op_loader([int(self.r_row[r]) for r in want])
+        return dict(zip(want, got, strict=True))
 
     @property
     def n_ops(self) -> int:
@@ -144,9 +161,11 @@ def _pass(events: Iterable[Sequence[Any]], n_events: int | None, json_mode: bool
     subs: list[tuple[int, Any, str, str, Any]] = []
     pending: dict[Any, Any] = {}
     info_causes: dict[str, Any] = {}
+    rows: list[int] = []
     tcode = _TYPE_CODE
     odd = False
     n = 0
+    t = 0
     ext = pairs_all.extend
     for op in events:
         n += 1
@@ -164,6 +183,7 @@ def _pass(events: Iterable[Sequence[Any]], n_events: int | None, json_mode: bool
             continue
         r = len(procs)
         procs.append(p)
+        rows.append(n - 1)
         types.append(tcode[typ])  # KeyError (unknown type) -> Fallback
         fsend.append(f == "send")
         times.append(t)
@@ -262,6 +282,9 @@ def _pass(events: Iterable[Sequence[Any]], n_events: int | None, json_mode: bool
         sub_kstart=np.array(sub_kstart, dtype=np.int64),
         sub_keys=_i64(sub_keys),
         info_causes=info_causes,
+        r_row=np.array(rows, dtype=np.int64),
+        last_time=int(t) if n else 0,
+        exotic=not (_only_ints(flat_l) and _only_ints(s_v)),
     )
 
 
@@ -287,9 +310,11 @@ def from_ops(history: Sequence[Op]) -> QueueColumns:
     """Columns of an in-memory history (one Python pass over the nested values)."""
     try:
         with _NoGC():
-            return _pass(history, len(history), json_mode=False)
+            c = _pass(history, len(history), json_mode=False)
     except KeyError as e:  # an op type outside invoke/ok/info/fail
         raise Fallback(f"unknown op type {e}") from e
+    c.op_loader = lambda rows: [history[i] for i in rows]
+    return c
 
 
 _JSONL_BLOCK: Final = 2048
@@ -355,11 +380,20 @@ def from_jsonl(path: str | os.PathLike[str]) -> QueueColumns:
         lines = fh.readlines()
     try:
         with _NoGC():
-            return _pass(_jsonl_events(lines), None, json_mode=True)
+            c = _pass(_jsonl_events(lines), None, json_mode=True)
     except (KeyError, TypeError, ValueError, IndexError) as e:
         if isinstance(e, Fallback):
             raise
         raise Fallback(f"cannot decode: {e!r}") from e
+
+    def load(rows: list[int]) -> list[Op]:
+        from harness.history import op_from_dict
+
+        event_lines = [i for i, ln in enumerate(lines) if ln and not ln.isspace()]
+        return [op_from_dict(json.loads(lines[event_lines[r]])) for r in rows]
+
+    c.op_loader = load
+    return c
 
 
 # ---------------------------------------------------------------------------------------
@@ -520,8 +554,27 @@ def from_arrow_file(path: str | os.PathLike[str]) -> QueueColumns:
     return from_arrow_table(_read_table(path))
 
 
+def _table_loader(table: Any) -> Callable[[list[int]], list[Op]]:
+    """The `Op`s of some rows of a history table, as `harness.history.from_arrow` reads them."""
+
+    def load(rows: list[int]) -> list[Op]:
+        import pyarrow as pa
+
+        from harness.history import PARQUET_COLUMNS, from_arrow
+
+        return from_arrow(table.select(list(PARQUET_COLUMNS)).take(pa.array(rows, pa.int64())))
+
+    return load
+
+
 def from_arrow_table(table: Any) -> QueueColumns:
     """`from_arrow_file` of a table already read (schema metadata kept)."""
+    c = _from_arrow_table(table)
+    c.op_loader = _table_loader(table)
+    return c
+
+
+def _from_arrow_table(table: Any) -> QueueColumns:
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -644,6 +697,8 @@ def from_arrow_table(table: Any) -> QueueColumns:
         sub_kstart=sub_kstart,
         sub_keys=sub_keys,
         info_causes=info_causes,
+        r_row=rec_rows.astype(np.int64, copy=False),
+        last_time=int(time_a[-1]) if n else 0,
     )
 
 
@@ -695,7 +750,7 @@ def check_file(
     from harness.checkers.queue_fast import check_columns
 
     try:
-        r = check_columns(read_columns(path), policy)
+        r = check_columns(read_columns(path), policy, all_errors=all_errors)
     except Fallback:
         r = None
     if r is not None:

@@ -742,18 +742,29 @@ def results(
     a: QueueAnalysis, policy: QueuePolicy | None = None, *, all_errors: bool = False
 ) -> dict[str, Any]:
     """A Jepsen-shaped, JSON-serialisable result map for an analysis."""
+    return result_map(a.errors, a.worst_realtime_lag, a.info_txn_causes,
+                      {"ops": a.op_count, **a.counts}, policy, all_errors=all_errors)
+
+
+def result_map(
+    errors: Mapping[str, list[dict[str, Any]]], worst_realtime_lag: Mapping[str, Any],
+    info_txn_causes: list[Any], stats: Mapping[str, Any], policy: QueuePolicy | None = None,
+    *, all_errors: bool = False,
+) -> dict[str, Any]:
+    """The result map from the anomalies found (in the reference's shape and order: the fast
+    path `queue_fast` builds the same `errors` and calls this too)."""
     policy = policy or QueuePolicy()
-    types = sorted(a.errors)
+    types = sorted(errors)
     valid, bad = verdict(types, policy)
     v: Validity = valid
     return {
         "valid?": v,
         "anomaly_types": types,
         "bad_anomaly_types": bad,
-        "anomalies": {t: to_jsonable(condense(t, a.errors[t], all_errors)) for t in types},
-        "worst_realtime_lag": to_jsonable(a.worst_realtime_lag),
-        "info_txn_causes": to_jsonable(a.info_txn_causes),
-        "stats": {"ops": a.op_count, **a.counts},
+        "anomalies": {t: to_jsonable(condense(t, errors[t], all_errors)) for t in types},
+        "worst_realtime_lag": to_jsonable(worst_realtime_lag),
+        "info_txn_causes": to_jsonable(info_txn_causes),
+        "stats": dict(stats),
     }
 
 
@@ -766,8 +777,9 @@ def check(
 ) -> dict[str, Any]:
     """Analyse a queue history and judge it under `policy` (default: assign, ww-deps).
 
-    Tries the vectorised fast path first (`queue_fast`: it answers only when it proves the
-    history clean, and then its result equals the reference's); otherwise the reference."""
+    Tries the vectorised fast path first (`queue_fast`: it answers when it proves the
+    history clean or finds only the anomaly kinds it reports itself, `queue_fast.ANSWERED`,
+    and then its result equals the reference's); otherwise the reference."""
     if fast:
         from harness.checkers.queue_fast import fast_results
 

@@ -3,8 +3,15 @@
 `check_columns(cols)` works on a history's int64 columns (`columnar.QueueColumns`: per client
 completion its process, type and times; sends and poll records as flat arrays — decoded from
 `Op`s, JSONL or a columnar Parquet/Arrow file by `harness.checkers.columnar`) and, with numpy
-scatters, sorts and differences, *proves* that the reference (`queue.analysis`) would find no
-anomaly. `fast_results(history)` is `check_columns(columnar.from_ops(history))`.
+scatters, sorts and differences, either *proves* that the reference (`queue.analysis`) would
+find no anomaly, or finds only anomalies of the kinds it reports itself (`ANSWERED`: what a
+lossy run shows — `lost_write`, `unseen`, `int_poll_skip`, `poll_skip`, `nonmonotonic_poll`)
+and builds the reference's very entries for them (same order, same VO indices and values, the
+named ops loaded from the history for those few ops only, then the reference's own
+`queue.result_map`: condensing, verdict). `fast_results(history)` is
+`check_columns(columnar.from_ops(history))`. Any other anomaly kind (duplicates and
+inconsistent offsets, G1a, precommitted reads, send anomalies, internal nonmonotonic polls,
+dependency cycles) hands the history to the reference, which names it.
 
 - version orders: poll records go into a (key, offset) table when offsets are dense (else one
   stable sort by (key, offset)) — two values at one offset are `inconsistent_offsets`; the
@@ -36,15 +43,17 @@ It also computes what a clean result map carries besides anomalies: the worst re
 (per-process positions as a keys x rows matrix, rows sorted by (process, history order),
 processed in chunks of whole processes: assign/subscribe resets, segmented running maxima;
 `expired[k][i]` as a flat table from running maxima of offsets per key, or searched when
-offsets are huge), the `info` error causes and the counts. When any check finds something —
-or the history is outside what the fast path handles (keys, values, offsets or processes that
-are not Python ints, `None` poll offsets, negative offsets, a `rebalance_log`, an assign of a
-key no op touches, a tie for the worst lag inside one op, a lag matrix above
-`MAX_LAG_CELLS`) — it returns `None` and `queue.check` runs the reference, which produces the
-anomaly details. So results are identical whenever the fast path answers (a clean result does
-not depend on `all_errors`); a history with anomalies costs one fast attempt plus the
-reference. (bool values are taken as the ints they equal, as the reference's dicts and sets
-do; bool keys and processes make `columnar` decline.)
+offsets are huge), the `info` error causes and the counts. When a check finds something
+outside `ANSWERED` — or the history is outside what the fast path handles (keys, values,
+offsets or processes that are not Python ints, `None` poll offsets, negative offsets, a
+`rebalance_log`, an assign of a key no op touches, a tie for the worst lag inside one op, a
+lag matrix above `MAX_LAG_CELLS`) — it returns `None` and `queue.check` runs the reference,
+which produces the anomaly details. So results are identical whenever the fast path answers
+(`tests/checkers/test_queue_fast_lossy.py` and `test_columnar.py` compare full result maps);
+a history with other anomalies costs one fast attempt plus the reference. (bool values are
+taken as the ints they equal, as the reference's dicts and sets do — for a clean verdict; an
+anomaly in a history with bool values goes to the reference, which names the bools; bool
+keys and processes make `columnar` decline.)
 
 Cost, on columns: O(n) numpy passes over the poll records (chunked by whole runs so the
 temporaries stay in cache and are reused: a scatter into the (key, offset) table, a gather to
@@ -66,10 +75,16 @@ import numpy as np
 import numpy.typing as npt
 
 from harness.checkers.columnar import Fallback, QueueColumns, from_ops
-from harness.checkers.policy import QueuePolicy, verdict
+from harness.checkers.policy import QueuePolicy
 from harness.history import Op
 
-__all__ = ["MAX_LAG_CELLS", "Fallback", "check_columns", "fast_results"]
+__all__ = ["ANSWERED", "MAX_LAG_CELLS", "Fallback", "check_columns", "fast_results"]
+
+#: the anomaly kinds the fast path reports itself (with the reference's details); a history
+#: with any other kind goes to the reference
+ANSWERED: Final = frozenset({"lost_write", "unseen", "int_poll_skip", "poll_skip",
+                             "nonmonotonic_poll", "G1a", "nonmonotonic_send", "int_send_skip",
+                             "int_nonmonotonic_send"})
 
 I64 = npt.NDArray[np.int64]
 B = npt.NDArray[np.bool_]
@@ -149,7 +164,7 @@ def fast_results(
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return check_columns(from_ops(history), policy)
+        return check_columns(from_ops(history), policy, all_errors=all_errors)
     except Fallback:
         return None
     finally:
@@ -157,17 +172,18 @@ def fast_results(
             gc.enable()
 
 
-def check_columns(c: QueueColumns, policy: QueuePolicy | None = None) -> dict[str, Any] | None:
+def check_columns(c: QueueColumns, policy: QueuePolicy | None = None, *,
+                  all_errors: bool = False) -> dict[str, Any] | None:
     """The reference's result map for the history behind `c` when the columns prove it
     clean, else `None` (then run the reference). A clean result does not depend on
     `all_errors`."""
     try:
-        return _check(c, policy)
+        return _check(c, policy, all_errors)
     except Fallback:
         return None
 
 
-def _check(c: QueueColumns, policy: QueuePolicy | None) -> dict[str, Any]:
+def _check(c: QueueColumns, policy: QueuePolicy | None, all_errors: bool) -> dict[str, Any]:
     nrec = c.n_ops
     tcode = c.r_type
     is_ok = tcode == 0
@@ -287,12 +303,10 @@ def _check(c: QueueColumns, policy: QueuePolicy | None) -> dict[str, Any]:
     s_pos = _lookup(pkv_s, s_kv)
     s_ent = np.where(s_pos >= 0, pkv_order[np.maximum(s_pos, 0)], -1) if len(pkv_s) else s_pos
     read_ok = (s_ent >= 0) & okflag[np.maximum(s_ent, 0)] if len(pent_ko) else s_ent >= 0
-    # G1a: a failed send read by an ok op
-    if (read_ok & (s_type == 2)).any():
-        raise Fallback("G1a")
-    # unseen: ok sends never read by an ok op
-    if (~read_ok & (s_type == 0)).any():
-        raise Fallback("unseen")
+    # G1a: a failed send read by an ok op (reported after the other checks)
+    g1a_m = read_ok & (s_type == 2)
+    # unseen: ok sends never read by an ok op (reported after the other checks)
+    unseen_m = ~read_ok & (s_type == 0)
     # committed info ops: some send of theirs was read by an ok op
     committed = is_ok.copy()
     committed[sr_a[read_ok & (s_type == 1)]] = True
@@ -349,16 +363,20 @@ def _check(c: QueueColumns, policy: QueuePolicy | None) -> dict[str, Any]:
         pos = _lookup(kv_sorted, s_kv)
         s_idx = np.where(pos >= 0, idx_of_kv[np.maximum(pos, 0)], -1)
 
-    # lost writes: per key, the ok-read values (distinct entries) are exactly 0..bound
+    # lost writes: per key, the ok-read values (distinct entries) should be exactly
+    # 0..bound; the VO positions up to the bound that no ok op read are the candidates
     ok_ent = np.flatnonzero(okflag)
+    bound = np.full(nk, -1, dtype=np.int64)
+    lost_pos = np.zeros(0, dtype=np.int64)
     if len(ok_ent):
         okr_kid = pent_kid[ok_ent]
         cnt = np.bincount(okr_kid, minlength=nk)
-        bound = np.full(nk, -1, dtype=np.int64)
         _, lastk = _group_edges(okr_kid)  # entries are sorted by key, dense index rising
         bound[okr_kid[lastk]] = pent_dense[ok_ent[lastk]]
         if (cnt != bound + 1).any():
-            raise Fallback("lost-write candidates")
+            okpos = np.zeros(len(ko_s), dtype=bool)
+            okpos[first_pos[okr_kid] + pent_dense[ok_ent]] = True
+            lost_pos = np.flatnonzero(~okpos & (dense <= bound[log_kid]))
 
     # ---- internal skips / nonmonotonic runs, polls then sends
     dcell = np.empty(ncell, dtype=np.int64)  # dense index per cell
@@ -376,6 +394,10 @@ def _check(c: QueueColumns, policy: QueuePolicy | None) -> dict[str, Any]:
         rl[ne] = dcell[cell_of_rec[re_ne]]
     # consecutive reads inside one run: their dense indices rise by exactly 1. Where the
     # offsets rise by 1 they do (both are log entries, nothing between); look up the others
+    # a rise by more than 1 is an int_poll_skip (kept as (record, next record)); a fall or
+    # a repeat goes to the reference
+    skip_a: list[I64] = []
+    skip_b: list[I64] = []
     for r0, r1, a, b in chunks:
         if b - a < 2:
             continue
@@ -385,8 +407,13 @@ def _check(c: QueueColumns, policy: QueuePolicy | None) -> dict[str, Any]:
         at = np.flatnonzero(nb)
         if len(at):
             cc = cells(r0, r1, a, b)
-            if (dcell[cc[at + 1]] - dcell[cc[at]] != 1).any():
-                raise Fallback("internal poll")
+            d = dcell[cc[at + 1]] - dcell[cc[at]]
+            badm = d != 1
+            if badm.any():
+                if (d[badm] < 1).any():
+                    raise Fallback("internal nonmonotonic poll")
+                skip_a.append(at[badm] + a)
+                skip_b.append(at[badm] + a + 1)
     # so offsets rise inside each run: its largest is its last
     run_max = np.full(nrun, -1, dtype=np.int64)
     run_max[ne] = rec_o[re_ne]
@@ -409,17 +436,25 @@ def _check(c: QueueColumns, policy: QueuePolicy | None) -> dict[str, Any]:
     l_s = rl_s[ne_s]
     if len(c_s) > 1:
         join = c_s[1:] == c_s[:-1]
-        if (join & (f_s[1:] - l_s[:-1] != 1)).any():
-            raise Fallback("internal poll")
+        dj = f_s[1:] - l_s[:-1]
+        badj = join & (dj != 1)
+        if badj.any():
+            if (dj[badj] < 1).any():
+                raise Fallback("internal nonmonotonic poll")
+            runs_ne = (np.arange(nrun) if ord_all is None else ord_all)[ne_s]
+            j = np.flatnonzero(badj)
+            skip_a.append(run_start[runs_ne[j]] + run_n_a[runs_ne[j]] - 1)
+            skip_b.append(run_start[runs_ne[j + 1]])
     s_code = sr_a * K + s_kid  # sends are in op order
     sord = np.argsort(s_code, kind="stable")
     sg = s_code[sord]
     si_s = s_idx[sord]
+    # int_send_skip / int_nonmonotonic_send: (send, next send of the op to the key) pairs
+    int_send = np.zeros(0, dtype=np.int64)
     if len(sg) > 1:
         same = sg[1:] == sg[:-1]
         both = (si_s[1:] >= 0) & (si_s[:-1] >= 0)
-        if (same & both & (np.diff(si_s) != 1)).any():
-            raise Fallback("internal send")
+        int_send = np.flatnonzero(same & both & (np.diff(si_s) != 1))
 
     # ---- across ops of one process
     pids, (pid_of_rec,) = _ids(c.r_proc)
@@ -445,11 +480,14 @@ def _check(c: QueueColumns, policy: QueuePolicy | None) -> dict[str, Any]:
         out: B = n_all > n_key
         return out
 
-    def across(g_r: I64, g_kid: I64, g_first: I64, g_last: I64, g_moves: B, send: bool) -> None:
+    def across(g_r: I64, g_kid: I64, g_first: I64, g_last: I64, g_moves: B, send: bool
+               ) -> tuple[I64, I64]:
         """g_* are sorted by op: compare each (process, key) run with the last one that
-        moved the position."""
+        moved the position; (current, previous) of the pairs that are anomalies (for sends,
+        none: those go to the reference)."""
+        none = np.zeros(0, dtype=np.int64)
         if len(g_r) < 2:
-            return
+            return none, none
         seg_all = pid_of_rec[g_r]
         seg_all *= K
         seg_all += g_kid
@@ -486,14 +524,17 @@ def _check(c: QueueColumns, policy: QueuePolicy | None) -> dict[str, Any]:
                 bad_c.append(ci[bad])
                 bad_p.append(pi[bad])
         if not bad_c:
-            return
+            return none, none
         ci = np.concatenate(bad_c)
         pi = np.concatenate(bad_p)
         drop = dropped(pid_of_rec[g_r[ci]], g_kid[ci], g_r[pi], g_r[ci])
-        if not drop.all():
-            raise Fallback("across ops")
+        if drop.all():
+            return none, none
+        return ci[~drop], pi[~drop]
 
+    nm_send: tuple[I64, ...] | None = None
     # poll runs per (op, key), empty ones included (an empty ok run resets the position)
+    x_cur = x_prev = first_i = last_i = u_code = np.zeros(0, dtype=np.int64)
     if nrun:
         ufirst, _ = _group_edges(cs_all)
         u_code = cs_all[ufirst]
@@ -507,7 +548,7 @@ def _check(c: QueueColumns, policy: QueuePolicy | None) -> dict[str, Any]:
             last_i[gid_ne[gl]] = l_s[gl]
         g_r = u_code // K
         # only non-empty runs are compared; every ok run moves the position
-        across(g_r, u_code % K, first_i, last_i, is_ok[g_r], False)
+        x_cur, x_prev = across(g_r, u_code % K, first_i, last_i, is_ok[g_r], False)
     # send runs of ok/info ops
     if len(sg):
         keep_s = tcode[sr_a[sord]] <= 1
@@ -516,7 +557,13 @@ def _check(c: QueueColumns, policy: QueuePolicy | None) -> dict[str, Any]:
         if len(sgk):
             gf, gl = _group_edges(sgk)
             u = sgk[gf]
-            across(u // K, u % K, sik[gf], sik[gl], np.ones(len(u), dtype=bool), True)
+            y_cur, y_prev = across(u // K, u % K, sik[gf], sik[gl],
+                                   np.ones(len(u), dtype=bool), True)
+            if len(y_cur):
+                sends_kept = sord[keep_s]
+                # (op, key) groups of sends: first and last send (micro-op order)
+                nm_send = (u[y_cur], sends_kept[gf][y_cur], sends_kept[gl][y_prev],
+                           sik[gl][y_prev], sik[gf][y_cur], u[y_prev] // K)
 
     copts = (policy or QueuePolicy()).cycle_options()
     if copts is not None:
@@ -579,19 +626,220 @@ def _check(c: QueueColumns, policy: QueuePolicy | None) -> dict[str, Any]:
     kp[run_kid] = True
     kp[s_kid[s_vo]] = True
     nkeys = int(np.count_nonzero(kp)) if nk else 0
-    valid, bad_types = verdict([], policy or QueuePolicy())
-    from harness.checkers.queue import to_jsonable
+    from harness.checkers.queue import result_map
+
+    skip_first = np.concatenate(skip_a) if skip_a else np.zeros(0, dtype=np.int64)
+    skip_next = np.concatenate(skip_b) if skip_b else np.zeros(0, dtype=np.int64)
+    vo = _VO(keys, first_pos, v_s)
+
+    def dense_of(pos: I64) -> I64:
+        """Dense index of some poll records (by their position among all records)."""
+        if cell_of_rec is not None:
+            cell: I64 = cell_of_rec[pos]
+        else:
+            run = np.searchsorted(run_start, pos, "right") - 1
+            cell = run_kid[run] * ospan + rec_o[pos]
+        out: I64 = dcell[cell]
+        return out
+
+    def group_rank(codes: I64) -> I64:
+        """The first run of each (op, key) code: the reference meets an op's keys in that
+        order."""
+        at = np.searchsorted(cs_all, codes, "left")
+        return at if ord_all is None else ord_all[at]
+
+    errors: dict[str, list[dict[str, Any]]] = {}
+    named: list[I64] = []  # ops the anomalies name
+    lost = _lost_writes(vo, lost_pos, log_kid, dense, bound, kv, s_kv, sr_a, committed,
+                        np.repeat(run_kid, run_n_a), rec_v, np.repeat(run_r_a, run_n_a), is_ok)
+    if len(skip_first):
+        run2 = np.searchsorted(run_start, skip_next, "right") - 1
+        r2 = run_r_a[run2]
+        kid2 = run_kid[run2]
+        i1 = dense_of(skip_first)
+        i2 = dense_of(skip_next)
+        order = np.lexsort((skip_next, group_rank(r2 * K + kid2)))
+        errors["int_poll_skip"] = [
+            {"key": vo.key(k), "values": [v1, v2], "delta": b - a,
+             "skipped": vo.values(k, a + 1, b), "op": r}
+            for k, v1, v2, a, b, r in zip(
+                kid2[order].tolist(), rec_v[skip_first[order]].tolist(),
+                rec_v[skip_next[order]].tolist(), i1[order].tolist(), i2[order].tolist(),
+                r2[order].tolist(), strict=True)]
+        named.append(r2)
+    if len(x_cur):
+        order = np.argsort(group_rank(u_code[x_cur]), kind="stable")
+        x_cur = x_cur[order]
+        x_prev = x_prev[order]
+        skips: list[dict[str, Any]] = []
+        nms: list[dict[str, Any]] = []
+        for cur, prev, k, a, b in zip(
+                g_r[x_cur].tolist(), g_r[x_prev].tolist(), (u_code[x_cur] % K).tolist(),
+                last_i[x_prev].tolist(), first_i[x_cur].tolist(), strict=True):
+            if b - a > 1:
+                skips.append({"key": vo.key(k), "delta": b - a, "skipped": vo.values(k, a + 1, b),
+                              "ops": [prev, cur]})
+            else:
+                nms.append({"key": vo.key(k), "values": [vo.value(k, a), vo.value(k, b)],
+                            "delta": b - a, "ops": [prev, cur]})
+        if skips:
+            errors["poll_skip"] = skips
+        if nms:
+            errors["nonmonotonic_poll"] = nms
+        named += [g_r[x_cur], g_r[x_prev]]
+    if len(int_send):
+        a_ = sord[int_send]
+        b_ = sord[int_send + 1]
+        first_send = sord[np.searchsorted(sg, s_code[b_], "left")]
+        order = np.lexsort((b_, first_send))
+        a_ = a_[order]
+        b_ = b_[order]
+        skips = []
+        nms = []
+        for k, v1, v2, i1_, i2_, r in zip(s_kid[b_].tolist(), sv_a[a_].tolist(),
+                                          sv_a[b_].tolist(), s_idx[a_].tolist(),
+                                          s_idx[b_].tolist(), sr_a[b_].tolist(), strict=True):
+            if i2_ - i1_ > 1:
+                skips.append({"key": vo.key(k), "values": [v1, v2], "delta": i2_ - i1_,
+                              "skipped": vo.values(k, i1_ + 1, i2_), "op": r})
+            else:
+                nms.append({"key": vo.key(k), "values": [v1, v2], "delta": i2_ - i1_, "op": r})
+        if skips:
+            errors["int_send_skip"] = skips
+        if nms:
+            errors["int_nonmonotonic_send"] = nms
+        named.append(sr_a[b_])
+    if nm_send is not None:
+        codes, cur_first, prev_last, i1s, i2s, prev_r = nm_send
+        order = np.argsort(cur_first, kind="stable")  # the op's sends meet its keys so
+        errors["nonmonotonic_send"] = [
+            {"key": vo.key(k), "values": [v1, v2], "delta": b - a, "ops": [pr, cr]}
+            for k, v1, v2, a, b, pr, cr in zip(
+                (codes[order] % K).tolist(), sv_a[prev_last[order]].tolist(),
+                sv_a[cur_first[order]].tolist(), i1s[order].tolist(), i2s[order].tolist(),
+                prev_r[order].tolist(), (codes[order] // K).tolist(), strict=True)]
+        named += [prev_r, codes // K]
+    if g1a_m.any():
+        g1a = _g1a(kv(s_kid[g1a_m], sv_a[g1a_m]), vspan, vmin, vo, s_kv, sr_a,
+                   kv(np.repeat(run_kid, run_n_a), rec_v), np.repeat(run_r_a, run_n_a), is_ok)
+        errors["G1a"] = g1a
+        named.append(np.array([e[x] for e in g1a for x in ("writer", "reader")
+                               if e[x] is not None], dtype=np.int64))
+    if lost:
+        errors["lost_write"] = lost
+        named.append(np.array([e[x] for e in lost for x in ("writer", "max_read")
+                               if e[x] is not None], dtype=np.int64))
+    if unseen_m.any():
+        codes = _sorted_unique(kv(s_kid[unseen_m], sv_a[unseen_m]))
+        messages: dict[Any, list[Any]] = {}
+        for k, v in zip((codes // vspan).tolist(), (codes % vspan + vmin).tolist(), strict=True):
+            messages.setdefault(vo.key(k), []).append(v)
+        errors["unseen"] = [{"time_ns": c.last_time,
+                             "unseen": {k: len(vs) for k, vs in messages.items()},
+                             "messages": messages}]
+    if errors:
+        _name_ops(c, errors, named)
 
     causes = c.info_causes
-    return {
-        "valid?": valid,
-        "anomaly_types": [],
-        "bad_anomaly_types": bad_types,
-        "anomalies": {},
-        "worst_realtime_lag": worst_d,
-        "info_txn_causes": to_jsonable([causes[k] for k in sorted(causes)]),
-        "stats": {"ops": c.n_events, "client_ops": nrec, "ok": n_ok, "keys": nkeys},
-    }
+    return result_map(errors, worst_d, [causes[k] for k in sorted(causes)],
+                      {"ops": c.n_events, "client_ops": nrec, "ok": n_ok, "keys": nkeys}, policy,
+                      all_errors=all_errors)
+
+
+class _VO:
+    """The version orders as the reference's `by_index` lists (clean: one value per index)."""
+
+    def __init__(self, keys: I64, first_pos: I64, v_s: I64) -> None:
+        self.keys = keys
+        self.first_pos = first_pos
+        self.v_s = v_s
+
+    def key(self, kid: int) -> int:
+        return int(self.keys[kid])
+
+    def value(self, kid: int, i: int) -> int:
+        return int(self.v_s[self.first_pos[kid] + i])
+
+    def values(self, kid: int, a: int, b: int) -> list[int]:
+        """by_index[k][a:b]"""
+        f = int(self.first_pos[kid])
+        out: list[int] = self.v_s[f + a:f + b].tolist()
+        return out
+
+
+def _lost_writes(vo: _VO, lost_pos: I64, log_kid: I64, dense: I64, bound: I64,
+                 kv: Any, s_kv: I64, sr_a: I64, committed: B, rec_kid: I64, rec_v: I64,
+                 rec_r: I64, is_ok: B) -> list[dict[str, Any]]:
+    """`lost_write` entries (ops as op numbers): each candidate VO position whose writer — the
+    last op sending that value — must have committed; `max_read` is the first ok op reading
+    the key's bound value."""
+    if len(lost_pos) == 0:
+        return []
+    lk = log_kid[lost_pos]
+    lv = vo.v_s[lost_pos]
+    need = kv(lk, lv)
+    writer: dict[int, int] = {}
+    sel = np.flatnonzero(np.isin(s_kv, need))
+    for code, r in zip(s_kv[sel].tolist(), sr_a[sel].tolist(), strict=True):
+        writer[code] = r  # sends are in op order: the last one wins, as in the reference
+    bkeys = np.unique(lk)
+    bvals = vo.v_s[vo.first_pos[bkeys] + bound[bkeys]]
+    bcodes = kv(bkeys, bvals)
+    reader: dict[int, int] = {}
+    m = np.flatnonzero(is_ok[rec_r] & np.isin(kv(rec_kid, rec_v), bcodes))
+    for code, r in zip(kv(rec_kid[m], rec_v[m]).tolist(), rec_r[m].tolist(), strict=True):
+        reader.setdefault(code, r)  # records are in op order: the first reader
+    bcode_of = dict(zip(bkeys.tolist(), bcodes.tolist(), strict=True))
+    out: list[dict[str, Any]] = []
+    for k, v, i, code in zip(lk.tolist(), lv.tolist(), dense[lost_pos].tolist(), need.tolist(),
+                             strict=True):
+        w = writer.get(code)
+        if w is None or not committed[w]:
+            continue
+        out.append({"key": vo.key(k), "value": v, "index": i, "max_read_index": int(bound[k]),
+                    "writer": w, "max_read": reader.get(bcode_of[k])})
+    return out
+
+
+def _g1a(codes: I64, vspan: int, vmin: int, vo: _VO, s_kv: I64, sr_a: I64, rec_kv: I64,
+         rec_r: I64, is_ok: B) -> list[dict[str, Any]]:
+    """`G1a` entries (ops as op numbers; sorted by reader once the ops are loaded): per
+    (key, value) read by ok ops though some send of it failed, its writer (the last op
+    sending it) and each ok op reading it, in history order."""
+    codes = _sorted_unique(codes)
+    writer: dict[int, int] = {}
+    sel = np.flatnonzero(np.isin(s_kv, codes))
+    for code, r in zip(s_kv[sel].tolist(), sr_a[sel].tolist(), strict=True):
+        writer[code] = r
+    readers: dict[int, list[int]] = {}
+    m = np.flatnonzero(is_ok[rec_r] & np.isin(rec_kv, codes))
+    for code, r in zip(rec_kv[m].tolist(), rec_r[m].tolist(), strict=True):
+        lst = readers.setdefault(code, [])
+        if not lst or lst[-1] != r:
+            lst.append(r)
+    out = []
+    for code in codes.tolist():
+        k, v = divmod(code, vspan)
+        for r in readers.get(code, ()):
+            out.append({"key": vo.key(k), "value": v + vmin, "writer": writer.get(code),
+                        "reader": r})
+    return out
+
+
+def _name_ops(c: QueueColumns, errors: dict[str, list[dict[str, Any]]], named: list[I64]) -> None:
+    """Replace the op numbers in the anomalies by the `Op`s (loaded for these few ops only)."""
+    if c.exotic:
+        raise Fallback("values the reference keeps as non-ints (bools)")
+    ops = c.ops_at(np.concatenate(named).tolist() if named else [])
+    for es in errors.values():
+        for e in es:
+            for f in ("op", "writer", "max_read", "reader"):
+                if e.get(f) is not None:
+                    e[f] = ops[e[f]]
+            if "ops" in e:
+                e["ops"] = [ops[r] for r in e["ops"]]
+    if "G1a" in errors:
+        errors["G1a"].sort(key=lambda e: e["reader"].index)  # as the reference orders them
 
 
 _LAST_TARJAN_NODES = 0  # (for benchmarks: how many nodes the last acyclicity check left)

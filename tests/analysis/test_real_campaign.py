@@ -33,6 +33,18 @@ def test_real_campaigns_analysed(spark: Any, tmp_path: Path) -> None:
         final_time_limit_s=8.0, report=False))
     for r in (safe, unsafe):
         assert (r.run_dir / "history.parquet").exists()
+    for r in (safe, unsafe):
+        # the columnar fast path's full result on the real history (clean or lossy) is the
+        # Op-based reference's, condensed and with all errors
+        from harness.checkers import columnar, queue
+        from harness.history import read_parquet
+
+        p = r.run_dir / "history.parquet"
+        for all_errors in (False, True):
+            ref = queue.check(read_parquet(p), fast=False, all_errors=all_errors)
+            got = columnar.check_file(p, all_errors=all_errors)
+            assert json.dumps(got, sort_keys=True, default=repr) == json.dumps(
+                ref, sort_keys=True, default=repr)
     res = analyze([store], tmp_path / "out", spark)
     assert res.problems == [] and res.mismatches == []
     ids = {r.run_dir.relative_to(store).as_posix(): r for r in (safe, unsafe)}
