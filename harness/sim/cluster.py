@@ -17,7 +17,7 @@ from pathlib import Path
 
 from broker.runtime.node import Node as Interpreter
 from broker.runtime.ports import Cancellable
-from broker.store.batch import decode_records, iter_headers
+from broker.store.batch import BatchHeader, decode_records, iter_headers
 from broker.store.config import LogConfig
 from broker.store.fs import SimFS
 from broker.store.manager import LogManager
@@ -51,6 +51,7 @@ CONTROL_BACKOFF_MS = (50, 1_000)  # peers.CONTROL_BACKOFF_S
 RPC_FAIL_MS = 1_000  # a fetch whose connection fails is reported after this
 FETCH_MAX_BYTES = 1 << 20
 ZK = -1  # the ZooKeeper host in link tables
+DECODED_MAX = 50_000  # decoded batches kept (a 20 s seed writes a few thousand)
 
 
 NO_BROKER = -2  # matches no broker id (NO_LEADER is -1)
@@ -204,9 +205,10 @@ class Broker:
             if not data:
                 break
             for pos, h in iter_headers(data, validate=False):
-                for r in decode_records(data[pos:pos + h.size], h):
-                    if r.offset >= len(m) and r.value is not None:
-                        rec = (int(r.value), h.partition_leader_epoch)
+                epoch = h.partition_leader_epoch
+                for offset, value in self.c.decoded(data, pos, h):
+                    if offset >= len(m):
+                        rec = (value, epoch)
                         self.c.hold(self.id, len(m), rec)
                         m.append(rec)
         self.mirror_dirty = True
@@ -243,12 +245,15 @@ class Cluster:
         self._nodes: list[WorldNode | None] = [None] * nodes  # the last projection, per broker
         self._zk_key: tuple[object, ...] | None = None
         self._zk = Zk()
+        self._world_zk: Zk | None = None  # what the last World was built from
+        self._world_ghost: Ghost | None = None
         self.hash = hashlib.sha256()
         self.trace: list[str] | None = None  # event lines, when asked for
         self.stepped = 0
         # epoch_offset_uniqueness, kept incrementally: (offset, epoch) -> (record, copies)
         self.held: dict[tuple[int, int], tuple[int, int]] = {}
         self.broken: tuple[str, str] | None = None
+        self._decoded: dict[bytes, tuple[tuple[int, int], ...]] = {}
 
     # -- time, tracing ----------------------------------------------------------------------
 
@@ -272,6 +277,21 @@ class Cluster:
         self.hash.update(line.encode())
         if self.trace is not None:
             self.trace.append(line)
+
+    def decoded(self, data: bytes, pos: int, h: BatchHeader) -> tuple[tuple[int, int], ...]:
+        """(offset, record id) of each record with a value in the batch at `pos`: what the
+        simulated clients and the projection read. Decoded once per distinct batch (the
+        same bytes reach every replica and every poll); keyed by the bytes themselves, so
+        a batch that differs in any byte is decoded afresh."""
+        raw = data[pos:pos + h.size]
+        out = self._decoded.get(raw)
+        if out is None:
+            out = tuple((r.offset, int(r.value)) for r in decode_records(raw, h)
+                        if r.value is not None)
+            if len(self._decoded) >= DECODED_MAX:
+                self._decoded.clear()
+            self._decoded[raw] = out
+        return out
 
     def hold(self, b: int, offset: int, rec: Record) -> None:
         """Count a record copy on a disk; two records at one (offset, epoch) break
@@ -394,7 +414,10 @@ class Cluster:
         lg = logs.get_log(msg.tp.topic, msg.tp.partition) if logs is not None else None
         if lg is None:
             return dataclasses.replace(msg, end_offset=msg.fetch_offset)
-        data = lg.read_bytes(msg.fetch_offset, FETCH_MAX_BYTES, max_offset=msg.end_offset)
+        # The live leader sends the region unread (sendfile); its follower's Fetcher checks
+        # each batch's CRC once (peers._fetch_response): so one check here, not two.
+        data = lg.read_bytes(msg.fetch_offset, FETCH_MAX_BYTES, max_offset=msg.end_offset,
+                             verify=False)
         batches = tuple(BatchInfo(h.base_offset, h.last_offset, h.partition_leader_epoch,
                                   h.producer_id, h.producer_epoch, h.base_sequence)
                         for _, h in iter_headers(data))
@@ -461,11 +484,11 @@ class Cluster:
 
     # -- projection and invariants ----------------------------------------------------------
 
-    def project(self) -> World:
-        """The cluster as a `World`. Incremental: a broker whose core state, log and
-        pending notifications are the same objects as at the last projection keeps its
-        projected node (the core's state is immutable, so `is` is exact), and ZooKeeper's
-        projection is kept while its fields are unchanged."""
+    def project(self) -> World | None:
+        """The cluster as a `World`, or None when it is the last one projected. Incremental:
+        a broker whose core state, log and pending notifications are the same objects as at
+        the last projection keeps its projected node (the core's state is immutable, so `is`
+        is exact), and ZooKeeper's projection is kept while its fields are unchanged."""
         zk_inflight = self.zk_inflight
         z = self.zk
         isr_unseen_ctl = z.controller if z.isr_unseen else NO_BROKER
@@ -492,6 +515,9 @@ class Cluster:
                           assignment=z.assignment, partition=z.partition)
         if changed or len(self.acked) != len(self.ghost.acked):
             self._observe(nodes)  # same nodes and acknowledgements: the ghost cannot move
+        if not changed and self._zk is self._world_zk and self.ghost is self._world_ghost:
+            return None
+        self._world_zk, self._world_ghost = self._zk, self.ghost
         return World(tuple(nodes), self._zk, (), self.ghost)  # type: ignore[arg-type]
 
     def _observe(self, nodes: list[WorldNode | None]) -> None:
@@ -532,6 +558,8 @@ class Cluster:
         w = self.project()
         if self.broken is not None:
             raise Violation("invariant", *self.broken)
+        if w is None:  # the same world as the last one checked: the same answers
+            return
         view = inv.view(w)
         if view != self._view:
             self._view = view
