@@ -342,6 +342,7 @@ class SimFS:
         self._dirs: dict[Path, dict[str, _Inode]] = {}
         self._durable_dirs: dict[Path, dict[str, _Inode]] = {}
         self._splits: dict[Path, tuple[Path, str]] = {}
+        self._canon: dict[Path, Path] = {}
 
     def tick(self) -> None:
         """Count a mutating operation; raise SimulatedCrash when the countdown runs out."""
@@ -360,7 +361,15 @@ class SimFS:
         if got is None:
             if len(self._splits) >= SPLITS_MAX:
                 self._splits.clear()
-            got = self._splits[path] = (path.parent, path.name)
+            got = self._splits[path] = (self._canonical(path.parent), path.name)
+        return got
+
+    def _canonical(self, path: Path) -> Path:
+        """One Path object per directory, the key `_dirs` holds: a dict lookup with the
+        very key object skips `Path.__eq__`, which is slow."""
+        got = self._canon.setdefault(path, path)
+        if len(self._canon) > SPLITS_MAX:
+            self._canon.clear()
         return got
 
     def _dir(self, path: Path) -> dict[str, _Inode]:
@@ -406,6 +415,7 @@ class SimFS:
 
     def makedirs(self, path: Path) -> None:
         for p in [*reversed(path.parents), path]:
+            p = self._canonical(p)
             if p not in self._dirs:
                 self._dirs[p] = {}
                 self._durable_dirs[p] = {}
