@@ -244,6 +244,9 @@ class Cluster:
         self._zk = Zk()
         self._world_zk: Zk | None = None  # what the last World was built from
         self._world_ghost: Ghost | None = None
+        # per broker: (log, HW, exposure after it) when _observe last compared it
+        self._exposure_seen: list[tuple[tuple[Record, ...], int, tuple[Record, ...]] | None] = (
+            [None] * nodes)
         self.hash = hashlib.sha256()
         self.trace: list[str] | None = None  # event lines, when asked for
         self.stepped = 0
@@ -556,12 +559,20 @@ class Cluster:
                 leaders = tuple(sorted((*leaders, (r.leader_epoch, i))))
             if r.high_watermark == 0:
                 continue
+            # the same log and HW against the same exposure as last time: the same answer
+            # (the exposure only grows, a conflict stays), so the O(log) slices are skipped
+            seen = (n.disk.records, r.high_watermark, exposed)
+            last = self._exposure_seen[i]
+            if (last is not None and last[0] is seen[0] and last[1] == seen[1]
+                    and last[2] is exposed):
+                continue
             prefix = n.disk.records[:r.high_watermark]
             k = min(len(prefix), len(exposed))
             if prefix[:k] != exposed[:k]:
                 conflict = True
             elif len(prefix) > len(exposed):
                 exposed = prefix
+            self._exposure_seen[i] = (seen[0], seen[1], exposed)
         acked = g.acked if len(g.acked) == len(self.acked) else frozenset(self.acked)
         if (exposed is not g.exposed or conflict != g.conflicting_exposure
                 or leaders is not g.leaders or acked is not g.acked):
