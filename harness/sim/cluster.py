@@ -36,6 +36,7 @@ from core.messages import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
+from core.timers import TimerKey
 from core.types import Errors, Role
 from harness.sim.sched import US_PER_MS, Scheduler
 from harness.sim.zk import SimZooKeeper
@@ -55,7 +56,7 @@ DECODED_MAX = 50_000  # decoded batches kept (a 20 s seed writes a few thousand)
 
 
 NO_BROKER = -2  # matches no broker id (NO_LEADER is -1)
-_NO_TIMERS: frozenset[object] = frozenset()
+_NO_TIMERS: frozenset[TimerKey] = frozenset()
 _ZK_INBOX = ("zk",)
 
 STATE_CHECKS = frozenset(i.name for i in inv.STATE_INVARIANTS) - {"epoch_offset_uniqueness"}
