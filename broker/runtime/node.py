@@ -56,12 +56,13 @@ from core.messages import (
     Message,
     OffsetForLeaderEpochResponse,
     StopReplicaRequest,
+    UpdateMetadataRequest,
 )
 from core.node import BrokerState, DurableReplica, recover, replica, step
 from core.producer import ProducerTable, record_batch
 from core.rules.epochs import EpochEntry
 from core.timers import TimerKey
-from core.types import InvariantBroken, TopicPartition
+from core.types import NO_BROKER_EPOCH, InvariantBroken, TopicPartition
 
 log = logging.getLogger(__name__)
 state_log = logging.getLogger("hiwater.state_change")
@@ -69,6 +70,8 @@ state_log = logging.getLogger("hiwater.state_change")
 EVENT_QUEUE_MAX = 100_000  # events raised while applying effects (bounded, DESIGN rule 9)
 RESPONSES = (FetchResponse, OffsetForLeaderEpochResponse, ControlledShutdownResponse)
 ROLE_CHANGES = (LeaderAndIsrRequest, StopReplicaRequest)
+CONTROL_REQUESTS = (LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest)
+HELD_CONTROL_MAX = 64  # control requests kept while the broker is not registered yet
 STATE_CHANGE_EVENTS = (ev.PartitionStateWritten, ev.SessionExpired, ev.BrokerRegistered,
                        ev.ControllerElection, ev.BrokersChanged)
 
@@ -192,6 +195,8 @@ class Node:
         self.responses = ReplyWaiters()  # inbound inter-broker requests, by request id
         self._timers: dict[TimerKey, Cancellable] = {}
         self._queue: collections.deque[ev.Event] = collections.deque()
+        # control requests that came before this incarnation's registration was answered
+        self._held: collections.deque[ev.Event] = collections.deque(maxlen=HELD_CONTROL_MAX)
         self._busy = False
         self._change: dict[TopicPartition, list[asyncio.Future[None]]] = {}
         self._next_request_id = 0
@@ -223,6 +228,8 @@ class Node:
         try:
             while self._queue and self.failed is None:
                 e = self._queue.popleft()
+                if self._hold_until_registered(e):
+                    continue
                 try:
                     before = self.state
                     self.state, effects = step(self.state, e)
@@ -236,12 +243,28 @@ class Node:
                     if self.on_roles_changed is not None and isinstance(
                             e, ev.MessageReceived) and isinstance(e.message, ROLE_CHANGES):
                         self.on_roles_changed()
+                    if isinstance(e, ev.BrokerRegistered) and self._held:
+                        self._queue.extendleft(reversed(self._held))  # next, in order
+                        self._held.clear()
                 except (InvariantBroken, NodeError, OSError) as err:
                     self._fail(err)
                 except Exception as err:  # a store error, or a bug: stop, loudly
                     self._fail(err)
         finally:
             self._busy = False
+
+    def _hold_until_registered(self, e: ev.Event) -> bool:
+        """Kafka's broker processes no request before its registration in ZooKeeper is done
+        (KafkaServer.startup starts processing requests last). Here the listener is open
+        earlier, and the core drops a control request while it knows no broker epoch: a
+        controller that saw the registration first and sent LeaderAndIsr with the new epoch
+        lost it for good (harness/sim seed 100317: a restarted sole ISR member never led
+        again). Such requests wait here; once registered, the core judges their epoch."""
+        if (self.state.broker_epoch != NO_BROKER_EPOCH or not isinstance(e, ev.MessageReceived)
+                or not isinstance(e.message, CONTROL_REQUESTS)):
+            return False
+        self._held.append(e)
+        return True
 
     def _log_state_change(self, before: BrokerState, e: ev.Event,
                           effects: list[fx.Effect]) -> None:

@@ -201,3 +201,16 @@ def test_a_lost_acknowledged_record_is_still_checked() -> None:
     assert 10**9 in c.ghost.acked
     w = c.world._replace(ghost=c.ghost)
     assert {"no_acked_record_lost", "leader_completeness"} <= c._state_checks(w)
+
+
+def test_control_request_before_registration_waits_for_it() -> None:
+    """Seed 100317 ("no convergence"): broker 2 restarted while it was the partition's only
+    ISR member; the controller saw its new registration in ZooKeeper and sent LeaderAndIsr
+    (leader 2, epoch 5) with its new broker epoch 18 before the broker had the answer to its
+    own registration, and the core drops control requests while it knows no broker epoch:
+    never resent, the partition stayed without a leader. Kafka processes no request before
+    its registration is done (KafkaServer.startup starts processing requests last); the
+    interpreter (broker.runtime.node.Node, live and simulated) now holds such requests until
+    BrokerRegistered and then hands them to the core, which judges their epoch."""
+    [s] = run_many(SimOptions(seed=0), [100317], workers=1)
+    assert s.ok, s.failure
