@@ -496,11 +496,6 @@ class Cluster:
             rid = self.produced.get(key)  # type: ignore[call-overload]
             if rid is not None:
                 self.acked.add(rid)
-        elif isinstance(value, fx.ListOffsetsReply) and value.error == Errors.NONE:
-            g = self.ghost  # as spec.model does for the ListOffsets answers it sees
-            self.ghost = g._replace(latest_listed=max(g.latest_listed, value.offset),
-                                    listed_backwards=g.listed_backwards
-                                    or value.offset < g.latest_listed)
         cb = self.clients.pop(key, None)  # type: ignore[call-overload]
         if cb is None:
             return False
@@ -508,6 +503,18 @@ class Cluster:
         return True
 
     produced: dict[int, int]  # request id -> record id (set by the workload)
+
+    def listed(self, offset: int, floor: int) -> None:
+        """A client received ListOffsets(latest) = `offset` for a request it sent when the
+        largest answer any client had received was `floor`. KIP-207 promises that answer
+        is not below the floor; requests that overlap in time may be answered in any order,
+        and an answer no client waits for any more (it timed out) is seen by no one: the
+        broker's reply alone is not an observation (seed 200312: a paused leader answered a
+        request 11 s old, after the next leader had answered higher)."""
+        g = self.ghost
+        self.ghost = g._replace(latest_listed=max(g.latest_listed, offset),
+                                listed_backwards=g.listed_backwards or offset < floor)
+        self.dirty = True
 
     # -- projection and invariants ----------------------------------------------------------
 

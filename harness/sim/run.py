@@ -264,12 +264,15 @@ class Workload:
             self._finish(i, False)
             return
         b, epoch = p.leader, p.leader_epoch
+        floor = self.c.ghost.latest_listed  # the largest answer received before this one
 
         def make(br: Any, rid: int) -> None:
             if br.node is not None:
                 br.node.handle(ev.ListOffsetsReceived(rid, TP, -1, epoch))
 
         def on_reply(r: object) -> None:
+            if isinstance(r, fx.ListOffsetsReply) and r.error == Errors.NONE:
+                self.c.listed(r.offset, floor)
             self._finish(i, False)
 
         def on_timeout() -> None:
