@@ -62,7 +62,7 @@ from core.node import BrokerState, DurableReplica, recover, replica, step
 from core.producer import ProducerTable, record_batch
 from core.rules.epochs import EpochEntry
 from core.timers import FetchTimeoutTimer, ReplicaLagTimer, TimerKey
-from core.types import InvariantBroken, TopicPartition
+from core.types import NO_BROKER_EPOCH, InvariantBroken, TopicPartition
 
 log = logging.getLogger(__name__)
 state_log = logging.getLogger("hiwater.state_change")
@@ -74,6 +74,7 @@ LAZY_TIMERS = (ReplicaLagTimer, FetchTimeoutTimer)
 RESPONSES = (FetchResponse, OffsetForLeaderEpochResponse, ControlledShutdownResponse)
 ROLE_CHANGES = (LeaderAndIsrRequest, StopReplicaRequest)
 CONTROL_REQUESTS = (LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest)
+HELD_CONTROL_MAX = 64  # control requests kept while the broker is not registered yet
 STATE_CHANGE_EVENTS = (ev.PartitionStateWritten, ev.SessionExpired, ev.BrokerRegistered,
                        ev.ControllerElection, ev.BrokersChanged)
 
@@ -214,6 +215,8 @@ class Node:
         self._handle_due: dict[TimerKey, int] = {}  # lazy timers: when their handle fires
         self._deadline: dict[TimerKey, int] = {}  # lazy timers: when the core's timer is due
         self._queue: collections.deque[ev.Event | _Soon] = collections.deque()
+        # control requests that came before this incarnation's registration was answered
+        self._held: collections.deque[ev.Event] = collections.deque()
         self._busy = False
         self._change: dict[TopicPartition, list[asyncio.Future[None]]] = {}
         self._next_request_id = 0
@@ -255,6 +258,8 @@ class Node:
                     e: ev.Event = ev.TimerFired(item.key)
                 else:
                     e = item
+                if self._hold_until_registered(e):
+                    continue
                 try:
                     before = self.state
                     self.state, effects = step(self.state, e)
@@ -268,12 +273,36 @@ class Node:
                     if self.on_roles_changed is not None and isinstance(
                             e, ev.MessageReceived) and isinstance(e.message, ROLE_CHANGES):
                         self.on_roles_changed()
+                    if isinstance(e, ev.BrokerRegistered) and self._held:
+                        self._queue.extendleft(reversed(self._held))  # next, in order
+                        self._held.clear()
                 except (InvariantBroken, NodeError, OSError) as err:
                     self._fail(err)
                 except Exception as err:  # a store error, or a bug: stop, loudly
                     self._fail(err)
         finally:
             self._busy = False
+
+    def _hold_until_registered(self, e: ev.Event) -> bool:
+        """Kafka's broker processes no request before its registration in ZooKeeper is done
+        (KafkaServer.startup starts processing requests last). Here the listener is open
+        earlier, and the core drops a control request while it knows no broker epoch: a
+        controller that saw the registration first and sent LeaderAndIsr with the new epoch
+        lost it for good (harness/sim seed 100317: a restarted sole ISR member never led
+        again). Such requests wait here; once registered, the core judges their epoch."""
+        if (self.state.broker_epoch != NO_BROKER_EPOCH or not isinstance(e, ev.MessageReceived)
+                or not isinstance(e.message, CONTROL_REQUESTS)):
+            return False
+        if len(self._held) >= HELD_CONTROL_MAX:
+            # bounded (DESIGN rule 9): the oldest goes, loudly; a controller sends one
+            # request per change, so 64 before one registration answer is far past normal
+            dropped = self._held.popleft()
+            log.warning("broker %d: more than %d control requests before registration; "
+                        "dropped %s", self.broker_id, HELD_CONTROL_MAX,
+                        type(dropped.message).__name__ if isinstance(
+                            dropped, ev.MessageReceived) else dropped)
+        self._held.append(e)
+        return True
 
     def _log_state_change(self, before: BrokerState, e: ev.Event,
                           effects: list[fx.Effect]) -> None:

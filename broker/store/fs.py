@@ -247,6 +247,9 @@ class _Inode:
     durable: bytes = b""  # what survives a crash
 
 
+SPLITS_MAX = 4096  # remembered (parent, name) pairs of SimFS paths
+
+
 class SimulatedCrash(Exception):
     """Raised by SimFS when `crash_after_ops` mutating operations have run (crash injection)."""
 
@@ -293,7 +296,10 @@ class SimFile:
         data = self._check().data
         if self._fs.short_reads and length > 1:
             length = self._fs.rng.randint(1, length)
-        return bytes(data[position : position + length])
+        # one copy (slicing the bytearray first would copy twice); a view cannot be handed
+        # out: the bytearray could not grow while it lives
+        with memoryview(data) as view:
+            return bytes(view[position : position + length])
 
     def truncate(self, size: int) -> None:
         inode = self._check()
@@ -335,6 +341,8 @@ class SimFS:
         self.stats = SimStats()
         self._dirs: dict[Path, dict[str, _Inode]] = {}
         self._durable_dirs: dict[Path, dict[str, _Inode]] = {}
+        self._splits: dict[Path, tuple[Path, str]] = {}
+        self._canon: dict[Path, Path] = {}
 
     def tick(self) -> None:
         """Count a mutating operation; raise SimulatedCrash when the countdown runs out."""
@@ -346,6 +354,24 @@ class SimFS:
 
     # -- the FS port
 
+    def _split(self, path: Path) -> tuple[Path, str]:
+        """(parent, name), remembered: `Path.parent` builds a new Path (and its hash) each
+        time, and the store names the same few files over and over."""
+        got = self._splits.get(path)
+        if got is None:
+            if len(self._splits) >= SPLITS_MAX:
+                self._splits.clear()
+            got = self._splits[path] = (self._canonical(path.parent), path.name)
+        return got
+
+    def _canonical(self, path: Path) -> Path:
+        """One Path object per directory, the key `_dirs` holds: a dict lookup with the
+        very key object skips `Path.__eq__`, which is slow."""
+        got = self._canon.setdefault(path, path)
+        if len(self._canon) > SPLITS_MAX:
+            self._canon.clear()
+        return got
+
     def _dir(self, path: Path) -> dict[str, _Inode]:
         entries = self._dirs.get(path)
         if entries is None:
@@ -353,25 +379,31 @@ class SimFS:
         return entries
 
     def _inode(self, path: Path) -> _Inode:
-        inode = self._dir(path.parent).get(path.name)
+        parent, name = self._split(path)
+        inode = self._dir(parent).get(name)
         if inode is None:
             raise FileNotFoundError(f"no such file: {path}")
         return inode
 
     def open(self, path: Path, *, create: bool = False) -> FileHandle:
-        entries = self._dir(path.parent)
-        inode = entries.get(path.name)
+        parent, name = self._split(path)
+        entries = self._dir(parent)
+        inode = entries.get(name)
         if inode is None:
             if not create:
                 raise FileNotFoundError(f"no such file: {path}")
             if path in self._dirs:
                 raise IsADirectoryError(str(path))
             self.tick()
-            inode = entries[path.name] = _Inode()
+            inode = entries[name] = _Inode()
         return SimFile(self, path, inode)
 
     def exists(self, path: Path) -> bool:
-        return path in self._dirs or path.name in self._dirs.get(path.parent, {})
+        if path in self._dirs:
+            return True
+        parent, name = self._split(path)
+        entries = self._dirs.get(parent)
+        return entries is not None and name in entries
 
     def is_dir(self, path: Path) -> bool:
         return path in self._dirs
@@ -383,6 +415,7 @@ class SimFS:
 
     def makedirs(self, path: Path) -> None:
         for p in [*reversed(path.parents), path]:
+            p = self._canonical(p)
             if p not in self._dirs:
                 self._dirs[p] = {}
                 self._durable_dirs[p] = {}

@@ -20,6 +20,7 @@ from harness.sim.run import (
     read_trace,
     run_seed,
     scenario,
+    settle_gc,
     write_trace,
 )
 
@@ -74,6 +75,7 @@ def run_many(base: SimOptions, seeds: list[int], workers: int,
     """Every seed, over `workers` processes; results in seed order."""
     opts = [replace(base, seed=s) for s in seeds]
     out: list[Summary] = []
+    settle_gc()  # before the fork: the workers inherit it
     if workers <= 1 or len(opts) == 1:
         for o in opts:
             out.append(run_one(o))
@@ -93,6 +95,7 @@ def seeds_to_find(base: SimOptions, max_seeds: int, workers: int) -> Summary | N
     """The first failing seed from `base.seed` on (in seed order), or None within
     `max_seeds`."""
     opts = [replace(base, seed=base.seed + k) for k in range(max_seeds)]
+    settle_gc()
     if workers <= 1:
         for o in opts:
             s = run_one(o)
