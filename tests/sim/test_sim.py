@@ -228,6 +228,18 @@ def test_control_request_before_registration_waits_for_it() -> None:
     assert s.ok, s.failure
 
 
+def test_a_partition_written_offline_is_elected_when_its_isr_member_returns() -> None:
+    """Seed 201697 (found by the 6,100-seed swarm of the fixed protocol, default options of
+    that day): ZooKeeper held leader -1 with ISR (2), broker 2 was alive and registered, and
+    controller 1 never elected it ("no convergence"). The same cause as seed 5119
+    (tests/sim/test_sim_coverage.py): the controller judged the broker's return against the
+    partition state from before its own offline write. Fixed in
+    core.controller.on_partition_written, which judges the written state against the live
+    brokers, as Kafka's synchronous write followed by onBrokerStartup would."""
+    [s] = run_many(SimOptions(seed=0, **AS_FOUND), [201697], workers=1)
+    assert s.ok, s.failure
+
+
 def test_a_list_offsets_answer_no_client_saw_is_not_an_observation() -> None:
     """Seed 200312 (list_offsets_monotonic): leader 0 was paused with a ListOffsets request
     in its backlog, a new leader answered later requests higher (127), and 11 simulated
