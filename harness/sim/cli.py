@@ -4,6 +4,7 @@ their seed, options and a replayable trace, or replay a trace bit for bit."""
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
 import os
 import time
@@ -163,6 +164,10 @@ def sim_command(*, seed: int | None, seeds: str | None, swarm: int | None, bug: 
     except ValueError as e:
         echo(f"hiwater sim: {e}")
         return EXIT_BAD_INPUT
+    # The simulated brokers' own log lines (a torn tail truncated on recovery, a flipped
+    # index rebuilt: thousands in a swarm) stay out of the terminal: what a seed's faults did
+    # is in its history and trace, and a broker that fails fails its seed.
+    logging.getLogger().addHandler(logging.NullHandler())
     base = SimOptions(seed=seed_list[0], nodes=nodes, time_s=time_s, liveness_s=liveness_s,
                       bug=bug, swarm=not no_swarm, faults=kinds, workload=workload)
     t0 = time.perf_counter()
@@ -180,7 +185,7 @@ def sim_command(*, seed: int | None, seeds: str | None, swarm: int | None, bug: 
     n_faults = sum(s.faults for s in results)
     echo(f"{len(results)} seeds, {len(failed)} failed; {events} events "
          f"({events / wall:,.0f}/s), {sim_s:,.0f} simulated s ({sim_s / wall:,.1f}x), "
-         f"{n_faults} faults, {wall:.1f} s on {n_workers} workers")
+         f"{n_faults} faults, {wall:.1f} s on {n_workers} worker{"s" if n_workers != 1 else ""}")
     if len(results) == 1 and not failed:
         echo(f"seed {results[0].seed}: ok, trace hash {results[0].trace_hash}")
     for s in failed[:5]:
