@@ -185,7 +185,7 @@ def sim_command(*, seed: int | None, seeds: str | None, swarm: int | None, bug: 
     n_faults = sum(s.faults for s in results)
     echo(f"{len(results)} seeds, {len(failed)} failed; {events} events "
          f"({events / wall:,.0f}/s), {sim_s:,.0f} simulated s ({sim_s / wall:,.1f}x), "
-         f"{n_faults} faults, {wall:.1f} s on {n_workers} worker{"s" if n_workers != 1 else ""}")
+         f"{n_faults} faults, {wall:.1f} s on {n_workers} worker{'s' if n_workers != 1 else ''}")
     if len(results) == 1 and not failed:
         echo(f"seed {results[0].seed}: ok, trace hash {results[0].trace_hash}")
     for s in failed[:5]:
