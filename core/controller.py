@@ -398,7 +398,12 @@ def on_partition_written(
     # controller writes synchronously, ours asynchronously): a partition written offline
     # (its leader was not live) whose ISR member registered again meanwhile stayed offline
     # for good, since the broker change was judged against the state before the write
-    # (harness/sim seed 5119). Judge the written state against the live brokers now.
+    # (harness/sim seeds 5119, 201697). Judge such a state against the live brokers now.
+    # Only a leader that is not live (none, or gone): a live leader that is shutting down is
+    # controlled shutdown's business, whose own election must move it (spec invariant
+    # controlled_shutdown_moves_leadership checks that; a re-election here would hide it).
+    if proposed.leader in _live_ids(c):
+        return c, out
     c, e = _reconcile(c, ctx, cfg)
     return c, out + e
 
