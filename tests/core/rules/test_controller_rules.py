@@ -9,8 +9,9 @@ import pytest
 from core import effects as fx
 from core import events as ev
 from core.config import ProtocolConfig
+from core.messages import ControlledShutdownRequest
 from core.node import BrokerState, init, step
-from core.types import InvariantBroken, LeaderIsr, LiveBroker, TopicPartition
+from core.types import NO_LEADER, InvariantBroken, LeaderIsr, LiveBroker, TopicPartition
 
 CFG = ProtocolConfig()
 A0, A1 = TopicPartition("a", 0), TopicPartition("a", 1)
@@ -98,3 +99,35 @@ def test_a_version_conflict_makes_the_controller_decide_again_from_zookeeper() -
     (ctx,) = s.controller.partitions
     assert ctx.state == current
     assert zk_writes(out) == []  # leader 2 is live: nothing to change
+
+
+def test_a_partition_written_offline_is_elected_when_its_isr_member_returned_meanwhile() -> None:
+    """Kafka rule (`onBrokerStartup` -> `triggerOnlinePartitionStateChange`): a partition
+    whose ISR member is live gets that member as leader. Kafka's controller writes
+    synchronously; ours writes asynchronously, so a broker that registered again while the
+    write taking its partition offline was in flight is judged against the written state
+    when the write completes (harness/sim seeds 5119, 201697: offline for good before)."""
+    snaps = (ev.PartitionSnapshot(A0, (3, 1), LeaderIsr(3, 4, (3,), 2, 7)),)
+    s, out = controller(snaps)  # broker 3, the ISR's only member, is not live
+    (offline,) = zk_writes(out)
+    assert (offline.proposed.leader, offline.proposed.isr) == (NO_LEADER, (3,))
+    s, out = step(s, ev.BrokersChanged((*LIVE, LiveBroker(3, 9))))  # back, write in flight
+    assert zk_writes(out) == []  # judged against the state before the write: nothing to do
+    s, out = step(s, ev.PartitionStateWritten(A0, offline.proposed, True, True, False, None))
+    (elected,) = zk_writes(out)
+    assert (elected.proposed.leader, elected.proposed.isr) == (3, (3,))
+
+
+def test_a_written_live_leader_that_is_shutting_down_is_left_to_controlled_shutdown() -> None:
+    """Kafka rule (controlled shutdown): a partition whose shutting-down leader is its ISR's
+    only member stays with that leader until the broker stops (it is not taken offline while
+    its leader still serves); completing a write that names that live leader elects nothing
+    and writes nothing."""
+    snaps = (ev.PartitionSnapshot(A0, (1, 2), LeaderIsr(1, 2, (1,), 2, 2)),)
+    s, _ = controller(snaps)
+    s, out = step(s, ev.MessageReceived(1, ControlledShutdownRequest(1, 4)))
+    assert s.controller is not None and s.controller.shutting_down == (1,)
+    assert zk_writes(out) == []  # nobody else in the ISR: it stays with broker 1
+    written = LeaderIsr(1, 2, (1,), 2, 3)
+    s, out = step(s, ev.PartitionStateWritten(A0, written, True, True, False, None))
+    assert zk_writes(out) == []
