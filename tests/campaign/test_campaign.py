@@ -81,11 +81,14 @@ RECIPES = (
         "nemesis_targets": ("leader",), "nemesis_interval_s": 3.0, "time_limit_s": 20.0,
         "broker_overrides": LAGGING_FOLLOWERS, "final_time_limit_s": LOSSY_FINAL_S},
         frozenset({"kill"})),
+    # A second try: when the unclean election truncates a key that nobody writes again, the
+    # final reads wait for an offset that no longer exists and the run ends "unknown" (seen
+    # once in CI: key 8's five acknowledged records gone, no later write to show the gap)
     Recipe("unclean-min-isr-1", "loss", {
         "min_insync_replicas": 1, "unclean_leader_election": True,
         "scenario": "isolated-leaders-crash", "nemesis_interval_s": 8.0, "time_limit_s": 20.0,
         "final_time_limit_s": LOSSY_FINAL_S},
-        frozenset({"start-partition", "kill"})),
+        frozenset({"start-partition", "kill"}), attempts=2),
     # A second try: when the fault lands before anything was flushed, every record is gone
     # and the final reads, finding no offsets to reach, end "unknown" (seen once in CI).
     Recipe("lose-unflushed-all", "loss", {

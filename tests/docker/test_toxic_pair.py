@@ -7,8 +7,8 @@ late. With replica.lag.time.max.ms=1000 it must show:
 - in the ISR changes the live probe recorded: the leader drops that follower from the ISR
   (of the partitions it leads that get writes) while the toxic is on;
 - in the latency plot's series (p99 of ok sends per 1 s bucket, harness.report.derive): sends
-  wait for the late follower (acks=all) inside the toxic's windows, until the shrink (about
-  1.5 s here: 1 s lag time plus the leader's check every 0.5 s), not between them;
+  wait for the late follower (acks=all) inside the toxic's windows, until the shrink (up to
+  the 1 s lag time after the follower's last caught-up fetch), not between them;
 - the history stays valid (safe configuration), and the JUnit file says so.
 """
 
@@ -96,7 +96,10 @@ def test_toxic_between_leader_and_follower(node_image: str, tmp_path: Path) -> N
     slow_in = max(per_window)
     print(f"send p99 up to {slow_in:.0f} ms in the toxic windows ({per_window}), median "
           f"{typical_out:.0f} ms between them")
-    assert slow_in >= 1000, p99
+    # a send waits for the shrink: up to the lag time (1 s) after the follower's last
+    # caught-up fetch, so a bucket's p99 lands near it, a little under when the send came
+    # after that fetch (943 ms seen in CI once the lag timer became a precise deadline)
+    assert slow_in >= 800, p99
     # between the windows this loaded machine's own noise: p99 0.25-0.8 s measured
     assert typical_out < 0.75 * slow_in, p99
 
