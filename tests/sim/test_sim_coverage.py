@@ -221,7 +221,8 @@ def test_a_final_read_ignores_a_fetch_of_the_consumer_it_replaced() -> None:
 # diagnosed yet (a real bug, or a flip the fault model should not allow: a broker flipped while
 # some view still counted it in sync, as seeds 49 and 227 were). Kept as strict xfails, so
 # the fix that makes them pass must turn them into plain regression tests.
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="open: seed 302110 (register; kill then bitflip of a "
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="open: seed 302110 (register; kill then bitflip of a "
                    ".timeindex, bounce-leader, move-leader) breaks log_matching below the HW; "
                    "not yet diagnosed")
 def test_seed_302110_keeps_log_matching() -> None:
@@ -229,7 +230,8 @@ def test_seed_302110_keeps_log_matching() -> None:
     assert r.ok, r.failure
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="open: seed 302503 (queue; lossy-kill, then kill and a "
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="open: seed 302503 (queue; lossy-kill, then kill and a "
                    "bitflip that truncated most of a .log, slow-zk, move-leader) breaks "
                    "strong_isr; not yet diagnosed")
 def test_seed_302503_keeps_strong_isr() -> None:
