@@ -17,10 +17,12 @@
 
 The flip lands only once the broker is out of the ZooKeeper ISR and out of every leader's
 view of it (it is down: its session expires, the controller removes it and tells the
-leader): the fault model of Kafka's ZooKeeper era, and of
-spec's invariants, is that an ISR member's disk holds what it acknowledged; a corrupted ISR
-member re-elected before it fetched again is KIP-966's unclean recovery, which ZooKeeper-era
-Kafka has no fix for. So every spec invariant is still checked in full on these seeds.
+leader), and no ISR write naming it is still on its way (queued in ZooKeeper, or proposed
+by a leader: a fetch the broker sent just before it died may have shown it caught up): the
+fault model of Kafka's ZooKeeper era, and of spec's invariants, is that an ISR member's
+disk holds what it acknowledged; a corrupted ISR member re-elected before it fetched again
+is KIP-966's unclean recovery, which ZooKeeper-era Kafka has no fix for.
+So every spec invariant is still checked in full on these seeds.
 """
 
 from __future__ import annotations
@@ -162,19 +164,25 @@ class DiskFaults:
 
     def _counted_in_sync(self, b: int) -> bool:
         """b is in the ZooKeeper ISR, or in the ISR some leader believes in (spec's
-        strong_isr and weak_isr: either could count on b's disk), or a control request
-        held back or slowed on a clogged link may yet make it so."""
+        strong_isr and weak_isr: either could count on b's disk), or something already
+        under way may yet put it there: a control request held back or slowed on a clogged
+        link, a partition-state write queued in ZooKeeper (a leader's ISR expansion or a
+        controller's election, slowed by slow-zk or queued behind the writer's earlier
+        operations), an ISR expansion a leader has proposed (its `pending_isr`)."""
         c = self.nem.c
         if self.nem.timing.holds or c.clogged:
             return True  # a delayed LeaderAndIsr may still name b in an ISR (seed 227)
         p = c.zk.partition
         if p is not None and (b in p.isr or p.leader == b):
             return True
+        if any(b in w.isr or w.leader == b for w in c.zk.writes_queued):
+            return True  # seed 302503: the expansion to b landed after b's flip
         for br in c.brokers:
             if br.node is None:
                 continue
             for r in br.node.state.replicas:
-                if r.tp == TP and r.role == Role.LEADER and b in r.isr:
+                if r.tp == TP and r.role == Role.LEADER and (
+                        b in r.isr or (r.pending_isr is not None and b in r.pending_isr)):
                     return True
         return False
 

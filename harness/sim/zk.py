@@ -76,6 +76,10 @@ class SimZooKeeper:
         # notification yet (the leader sends it after hearing its write succeeded): the
         # controller has a notification pending, as spec.world's `inbox`.
         self.isr_unseen = False
+        # Partition-state writes submitted and not yet carried out (queued behind the
+        # broker's earlier operations, or slowed by slow-zk): what the znode may yet say.
+        # At most one per submitted effect; each leaves when it is executed or dropped.
+        self.writes_queued: list[LeaderIsr] = []
         sched.after_us(TICK_MS * US_PER_MS, self._tick)
 
     # -- sessions -------------------------------------------------------------------------
@@ -167,9 +171,13 @@ class SimZooKeeper:
         start = max(self.sched.now_us, self.busy_until.get(broker, 0))
         t = start + self.host.zk_latency_us()
         self.busy_until[broker] = t
+        if isinstance(effect, fx.ZkWritePartitionState):
+            self.writes_queued.append(effect.proposed)
         self.sched.at(t, lambda: self._execute(broker, incarnation, effect))
 
     def _execute(self, broker: int, incarnation: int, effect: fx.Effect) -> None:
+        if isinstance(effect, fx.ZkWritePartitionState):
+            self.writes_queued.remove(effect.proposed)  # carried out or dropped, from now
         if not self.host.alive(broker, incarnation):
             return  # a crashed process's effects die with it
         s = self._live_session(broker, incarnation)

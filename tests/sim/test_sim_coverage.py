@@ -217,31 +217,42 @@ def test_a_final_read_ignores_a_fetch_of_the_consumer_it_replaced() -> None:
 
 
 # Found by the 10,000-seed swarm of the fixed protocol on the session's final tree (seeds
-# 300000.., default options, 2026-11-26), at its deadline: both draw `bitflip`, neither is
-# diagnosed yet (a real bug, or a flip the fault model should not allow: a broker flipped while
-# some view still counted it in sync, as seeds 49 and 227 were). Kept as strict xfails, so
-# the fix that makes them pass must turn them into plain regression tests.
+# 300000.., default options, 2026-11-26), each drawing `bitflip`.
+
+
 @pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="open: seed 302110 (register; kill then bitflip of a "
-                   ".timeindex, bounce-leader, move-leader) breaks log_matching below the HW; "
-                   "not yet diagnosed")
+                   reason="open core bug: core.replica._truncate leaves the epoch cache alone "
+                   "when the truncation offset is the log end offset (Kafka's "
+                   "UnifiedLog.truncateTo truncates it from the end even then); see "
+                   "tests/core/test_epoch_truncation_at_leo.py. The bitflip is not involved "
+                   "(a .timeindex flip: the run fails the same with flip_bit a no-op)")
 def test_seed_302110_keeps_log_matching() -> None:
+    """Broker 2, leader of epoch 3 on a held LeaderAndIsr (bounce-leader), follower of epoch
+    4 at once, keeps (3, 23) after truncating to its LEO 23; the epoch-2 batch it fetches at
+    23 then replaces (2, 22) by (2, 23), and as leader of epoch 5 it tells restarted broker 1
+    that epoch 1 ended at 23, not 22: broker 1 keeps its epoch-1 record at 22 below the HW."""
     r = run_seed(SimOptions(seed=302110))
     assert r.ok, r.failure
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="open: seed 302503 (queue; lossy-kill, then kill and a "
-                   "bitflip that truncated most of a .log, slow-zk, move-leader) breaks "
-                   "strong_isr; not yet diagnosed")
-def test_seed_302503_keeps_strong_isr() -> None:
+def test_no_flip_while_an_isr_expansion_naming_the_broker_is_on_its_way() -> None:
+    """Seed 302503 (queue): leader 1 admitted broker 2 back (a fetch at its LEO 75 at 9.046 s)
+    and wrote ISR (0, 1, 2); slow-zk queued the write behind leader 1's earlier operations.
+    Broker 2 was killed at 9.058; at 9.458 it was out of the ZooKeeper ISR (0, 1) and of
+    leader 1's ISR, but in its `pending_isr`, so the flip landed (recovery truncated the .log
+    to 5 records) and at 9.564 the write put it in the ZooKeeper ISR (strong_isr). A flip
+    now also waits for queued partition-state writes and leaders' pending ISR expansions
+    naming the broker; the seed still flips a segment of broker 2, later."""
     r = run_seed(SimOptions(seed=302503))
     assert r.ok, r.failure
+    seg = [f for f in _nemesis(r.history, "bitflip") if f["file"].endswith(".log")]
+    assert seg and seg[0]["node"] == 2 and "truncated" in " ".join(seg[0]["recovery"])
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError,
                    reason="open: seed 303021 (queue; lossy-kill, partition, move-leader, "
-                   "bitflip, bounce-leader) breaks strong_isr; not yet diagnosed")
+                   "bitflip, bounce-leader) breaks strong_isr; not yet diagnosed (it fails "
+                   "with the queued-ISR-write precondition of seed 302503 too)")
 def test_seed_303021_keeps_strong_isr() -> None:
     r = run_seed(SimOptions(seed=303021))
     assert r.ok, r.failure
