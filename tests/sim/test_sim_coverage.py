@@ -256,3 +256,21 @@ def test_no_flip_while_an_isr_expansion_naming_the_broker_is_on_its_way() -> Non
 def test_seed_303021_keeps_strong_isr() -> None:
     r = run_seed(SimOptions(seed=303021))
     assert r.ok, r.failure
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="open core bug, as seed 302110's (the epoch cache is not truncated "
+                   "at the log end; Kafka's rule patched in, the seed passes)")
+@pytest.mark.parametrize("seed", [304044, 304273])
+def test_swarm_seeds_of_the_epoch_truncation_bug(seed: int) -> None:
+    """Seeds 304044 (no convergence; clog, bitflip, bounce-leader) and 304273 (log_matching;
+    zk-isolate, pause, move-leader, bitflip, bounce-leader): the same open core bug."""
+    r = run_seed(SimOptions(seed=seed))
+    assert r.ok, r.failure
+
+
+def test_no_flip_while_a_queued_isr_write_names_the_broker_seed_304472() -> None:
+    """Seed 304472 (strong_isr, with slow-zk and bitflip), found before the precondition of
+    seed 302503 existed: the same simulator fault, now a regression test."""
+    r = run_seed(SimOptions(seed=304472))
+    assert r.ok, r.failure
