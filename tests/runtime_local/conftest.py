@@ -20,6 +20,9 @@ FAST = {
     "min.insync.replicas": "2",
     "unclean.leader.election.enable": "false",
     "zookeeper.session.timeout.ms": "3000",
+    # a restarted broker's first connection may take longer than the short session under a
+    # loaded CI machine (3.1 s seen: the broker exited 3, "ZooKeeper not reachable")
+    "zookeeper.connection.timeout.ms": "15000",
     "replica.lag.time.max.ms": "3000",
     "log.segment.bytes": "2048",
 }
