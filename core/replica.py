@@ -223,7 +223,7 @@ def _become_follower(
 
 def _truncate(rs: ReplicaState, offset: int) -> tuple[ReplicaState, Effects]:
     if offset >= rs.log_end_offset:
-        return rs, []
+        return _truncate_epochs_at_log_end(rs)
     require(offset >= 0, "truncation below offset 0")
     epochs = truncate_epochs(rs.epochs, offset)
     hw = min(rs.high_watermark, offset)
@@ -236,6 +236,20 @@ def _truncate(rs: ReplicaState, offset: int) -> tuple[ReplicaState, Effects]:
     return rs._replace(
 log_end_offset=offset, epochs=epochs, high_watermark=hw, producers=producers
     ), out
+
+
+def _truncate_epochs_at_log_end(rs: ReplicaState) -> tuple[ReplicaState, Effects]:
+    """A truncation at or past the log end leaves the log alone but not the epoch cache.
+
+    Kafka's `UnifiedLog.truncateTo` still truncates the cache from the end at the log end
+    offset: a broker that became leader (its epoch starting at its log end) and lost
+    leadership before appending holds an entry no record backs, which would otherwise
+    conflict with the new leader's epochs (simulator seed 302110).
+    """
+    epochs = truncate_epochs(rs.epochs, rs.log_end_offset)
+    if epochs == rs.epochs:
+        return rs, []
+    return rs._replace(epochs=epochs), [fx.CheckpointLeaderEpochs(rs.tp, epochs)]
 
 
 def on_stop_replica(rs: ReplicaState) -> tuple[ReplicaState, Effects]:

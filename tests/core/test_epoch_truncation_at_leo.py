@@ -18,8 +18,6 @@ HW (log_matching).
 
 from __future__ import annotations
 
-import pytest
-
 from core import events as ev
 from core.config import ProtocolConfig
 from core.messages import (
@@ -38,9 +36,6 @@ from tests.core.test_replica import TP, leader_and_isr, sends
 CFG = ProtocolConfig()
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="open core bug (seed 302110): core.replica._truncate skips the epoch "
-                   "cache when the truncation offset is the log end offset")
 def test_truncation_to_the_log_end_drops_an_epoch_started_there_without_records() -> None:
     durable = DurableReplica(TP, (0, 1, 2), 0, 23, (EpochEntry(1, 0), EpochEntry(2, 22)), 22)
     s = recover(2, CFG, (durable,))

@@ -220,17 +220,13 @@ def test_a_final_read_ignores_a_fetch_of_the_consumer_it_replaced() -> None:
 # 300000.., default options, 2026-11-26), each drawing `bitflip`.
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="open core bug: core.replica._truncate leaves the epoch cache alone "
-                   "when the truncation offset is the log end offset (Kafka's "
-                   "UnifiedLog.truncateTo truncates it from the end even then); see "
-                   "tests/core/test_epoch_truncation_at_leo.py. The bitflip is not involved "
-                   "(a .timeindex flip: the run fails the same with flip_bit a no-op)")
 def test_seed_302110_keeps_log_matching() -> None:
     """Broker 2, leader of epoch 3 on a held LeaderAndIsr (bounce-leader), follower of epoch
     4 at once, keeps (3, 23) after truncating to its LEO 23; the epoch-2 batch it fetches at
     23 then replaces (2, 22) by (2, 23), and as leader of epoch 5 it tells restarted broker 1
-    that epoch 1 ended at 23, not 22: broker 1 keeps its epoch-1 record at 22 below the HW."""
+    that epoch 1 ended at 23, not 22: broker 1 kept its epoch-1 record at 22 below the HW.
+    Fixed in core.replica: a truncation at the log end still truncates the epoch cache, as
+    Kafka's UnifiedLog.truncateTo does."""
     r = run_seed(SimOptions(seed=302110))
     assert r.ok, r.failure
 
@@ -258,13 +254,10 @@ def test_seed_303021_keeps_strong_isr() -> None:
     assert r.ok, r.failure
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="open core bug, as seed 302110's (the epoch cache is not truncated "
-                   "at the log end; Kafka's rule patched in, the seed passes)")
 @pytest.mark.parametrize("seed", [304044, 304273])
 def test_swarm_seeds_of_the_epoch_truncation_bug(seed: int) -> None:
     """Seeds 304044 (no convergence; clog, bitflip, bounce-leader) and 304273 (log_matching;
-    zk-isolate, pause, move-leader, bitflip, bounce-leader): the same open core bug."""
+    zk-isolate, pause, move-leader, bitflip, bounce-leader): the same core bug, fixed."""
     r = run_seed(SimOptions(seed=seed))
     assert r.ok, r.failure
 
