@@ -119,7 +119,8 @@ def test_the_kafka_7164_switch_skips_truncation_only_for_the_same_leader() -> No
 
 def test_a_follower_whose_log_ends_at_the_divergence_point_truncates_nothing() -> None:
     """Kafka rule (`Log.truncateTo`): truncating to the log end offset or beyond is a no-op;
-    no truncation reaches the log, and the follower starts fetching at its log end."""
+    no truncation reaches the log (nor the epoch cache, which holds nothing at or past the
+    log end), and the follower starts fetching at its log end."""
     s = broker(1, leo=3, epochs=(EpochEntry(0, 0),))
     s, _ = step(s, lair(0, 1, (0, 1)))
     s, out = step(s, ev.TimerFired(FETCH))
@@ -127,7 +128,29 @@ def test_a_follower_whose_log_ends_at_the_divergence_point_truncates_nothing() -
     assert ofle.leader_epoch == 0  # type: ignore[attr-defined]
     s, out = step(s, ev.MessageReceived(0, OffsetForLeaderEpochResponse(TP, Errors.NONE, 1, 0,
                                                                         0, 3)))
+    assert not [e for e in out if isinstance(e, (fx.TruncateTo, fx.CheckpointLeaderEpochs))]
+    r = rep(s)
+    assert (r.fetch_state, r.log_end_offset, r.epochs) == (
+        FetchState.FETCHING, 3, (EpochEntry(0, 0),))
+
+
+def test_a_truncation_at_the_log_end_drops_an_epoch_that_starts_there() -> None:
+    """Kafka rule (`UnifiedLog.truncateTo`): at or past the log end the log is left alone,
+    but the epoch cache is still truncated from the end at the log end offset: a broker that
+    became leader (its epoch starting at its log end) and lost leadership before appending
+    holds an entry no record backs (simulator seed 302110)."""
+    s = broker(1, leo=3, epochs=(EpochEntry(0, 0),))
+    s, _ = step(s, lair(1, 1, (0, 1)))
+    assert rep(s).epochs == (EpochEntry(0, 0), EpochEntry(1, 3))
+    s, _ = step(s, lair(0, 2, (0, 1)))
+    s, out = step(s, ev.TimerFired(FETCH))
+    (ofle,) = sent(out, OffsetForLeaderEpochRequest)
+    assert ofle.leader_epoch == 1  # type: ignore[attr-defined]
+    s, out = step(s, ev.MessageReceived(0, OffsetForLeaderEpochResponse(TP, Errors.NONE, 2, 1,
+                                                                        0, 3)))
     assert not [e for e in out if isinstance(e, fx.TruncateTo)]
+    assert [e for e in out if isinstance(e, fx.CheckpointLeaderEpochs)] == [
+        fx.CheckpointLeaderEpochs(TP, (EpochEntry(0, 0),))]
     r = rep(s)
     assert (r.fetch_state, r.log_end_offset, r.epochs) == (
         FetchState.FETCHING, 3, (EpochEntry(0, 0),))
