@@ -695,12 +695,14 @@ def _toggle_profiles(pids: Iterable[int], enabled: bool) -> None:
     time.sleep(0.2)  # let each broker's loop take the signal before the phase starts
 
 
-def create_topic(bootstrap: str, partitions: int, rf: int, topic: str = TOPIC) -> dict[int, int]:
+def create_topic(bootstrap: str, partitions: int, rf: int, topic: str = TOPIC,
+                 config: dict[str, str] | None = None) -> dict[int, int]:
     """Create the topic and wait until every partition has a leader and a full ISR.
     Returns partition -> leader."""
     admin = AdminClient({"bootstrap.servers": bootstrap, "log.connection.close": False,
                          "logger": quiet_logger()})
-    for f in admin.create_topics([NewTopic(topic, partitions, rf)]).values():
+    for f in admin.create_topics([NewTopic(topic, partitions, rf,
+                                           config=config or {})]).values():
         f.result(30)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -870,16 +872,35 @@ def _rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def _tree_bytes(root: Path) -> int:
+    """Bytes of the files under root (the cluster's log dirs: retention must bound it)."""
+    total = 0
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            with contextlib.suppress(OSError):  # a segment deleted meanwhile
+                total += os.stat(os.path.join(dirpath, f)).st_size
+    return total
+
+
+SOAK_RETENTION_BYTES = 256 * MB  # per partition replica: 3 x 3 x (256 MB + a segment) at most
+SOAK_SEGMENT_BYTES = 64 * MB
+
+
 def soak(args: argparse.Namespace, value: bytes) -> None:
     """acks=all at half load for --soak minutes while the leader of partition 0 is killed
     (kill -9) and restarted every --soak-kill-every seconds; per minute: records, errors,
     p50/p99 and every broker's RSS; at the end, whether RSS stayed flat."""
     root = Path(tempfile.mkdtemp(prefix="hiwater-broker-soak-"))
-    cluster = LocalCluster(root / "cluster", 3, {"min.insync.replicas": "2"})
+    # Retention bounds the disk as it would in production: at half load (~50-100 MB/s, RF 3)
+    # ten minutes would otherwise write 100+ GB (it filled this machine's disk once).
+    cluster = LocalCluster(root / "cluster", 3, {"min.insync.replicas": "2",
+                                                 "log.retention.check.interval.ms": "5000"})
     cluster.start(wait=False)
     try:
         cluster.wait_ready(timeout_s=90.0)
-        create_topic(cluster.bootstrap, args.partitions, 3)
+        create_topic(cluster.bootstrap, args.partitions, 3,
+                     config={"retention.bytes": str(SOAK_RETENTION_BYTES),
+                             "segment.bytes": str(SOAK_SEGMENT_BYTES)})
         conf = {**producer_config(args, cluster.bootstrap), "message.timeout.ms": 120_000}
         probe = produce(conf, args.partitions, args.records, value, every=args.latency_every)
         rate = args.soak_rate or 0.5 * probe.rate
@@ -925,8 +946,8 @@ def soak(args: argparse.Namespace, value: bytes) -> None:
         i = 0
         minute = 1
         sent_at_minute = 0
-        print(f"{'min':>3} {'records':>8} {'errors':>6} {'p50 ms':>7} {'p99 ms':>8}  RSS MB "
-              f"per broker (pid)")
+        print(f"{'min':>3} {'records':>8} {'errors':>6} {'p50 ms':>7} {'p99 ms':>8} "
+              f"{'disk MB':>8}  RSS MB per broker (pid)")
         while True:
             now = time.perf_counter()
             last = now >= end
@@ -959,7 +980,7 @@ def soak(args: argparse.Namespace, value: bytes) -> None:
                 p50 = lat_m[len(lat_m) // 2] if lat_m else float("nan")
                 p99 = lat_m[min(len(lat_m) - 1, int(0.99 * len(lat_m)))] if lat_m else float("nan")
                 print(f"{minute:3d} {i - sent_at_minute:8,d} {errors[0]:6d} {p50:7.1f} "
-                      f"{p99:8.1f}  {', '.join(row)}")
+                      f"{p99:8.1f} {_tree_bytes(root) / MB:8,.0f}  {', '.join(row)}")
                 for k in kills:
                     print(f"    {k}")
                 kills.clear()
