@@ -3,6 +3,9 @@ simulated cluster through the Runtime interface and its clock and client ports."
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -12,7 +15,7 @@ from harness.runtime.base import NodeStateError, Runtime
 from harness.runtime.ports import KafkaClients
 from harness.sim.cluster import ZK
 from harness.sim.runtime import SimClients, SimClock, SimRuntime
-from harness.sim.schedule import run_schedule
+from harness.sim.schedule import ScheduleResult, run_schedule
 from nemesis.executor import execute
 from nemesis.faults import CleanRestart, CorruptSegment, KillNode, Toxic
 from nemesis.packages import package_for
@@ -20,20 +23,20 @@ from nemesis.port import WALL_CLOCK
 from spec.world import TP
 
 STANDARD = ("standard",)  # the campaign's default mix: partition, kill, pause
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _schedule(seed: int, workload: str = "queue", names: tuple[str, ...] = STANDARD,
-              time_s: float = 12.0) -> tuple[SimRuntime, object]:
+              time_s: float = 12.0) -> ScheduleResult:
+    """A campaign's schedule: the nemesis package the campaign builds for `names`, on a
+    simulated runtime of `seed`."""
     rt = SimRuntime.of_seed(seed, workload=workload)
-    return rt, run_schedule(rt, package_for(names, interval_s=1.5), time_s=time_s, seed=seed)
+    return run_schedule(rt, package_for(names, interval_s=1.5), time_s=time_s, seed=seed)
 
 
 def test_a_campaign_schedule_runs_on_the_simulator_deterministically() -> None:
-    from harness.sim.schedule import ScheduleResult
-
-    _, a = _schedule(21)
-    _, b = _schedule(21)
-    assert isinstance(a, ScheduleResult) and isinstance(b, ScheduleResult)
+    a = _schedule(21)
+    b = _schedule(21)
     assert a.failure is None, a.failure
     # the same seed: the same history, op for op, and the same event trace
     assert a.history_hash == b.history_hash and a.trace_hash == b.trace_hash
@@ -50,17 +53,27 @@ def test_a_campaign_schedule_runs_on_the_simulator_deterministically() -> None:
     assert a.checked.get("valid?") is True
     assert a.sim_s > 12.0
     # another seed: another history
-    _, c = _schedule(22)
-    assert isinstance(c, ScheduleResult)
+    c = _schedule(22)
     assert c.history_hash != a.history_hash
 
 
-def test_the_register_workload_runs_through_the_same_ports() -> None:
-    from harness.sim.schedule import ScheduleResult
+def test_the_schedule_is_the_same_under_another_hash_seed() -> None:
+    mine = _schedule(21, time_s=6.0)
+    code = ("from harness.sim.runtime import SimRuntime\n"
+            "from harness.sim.schedule import run_schedule\n"
+            "from nemesis.packages import package_for\n"
+            "r = run_schedule(SimRuntime.of_seed(21), package_for(('standard',), "
+            "interval_s=1.5), time_s=6.0, seed=21)\n"
+            "print(r.history_hash, r.trace_hash)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, env={**os.environ, "PYTHONHASHSEED": "4242"},
+                         timeout=300, check=True)
+    assert out.stdout.split() == [mine.history_hash, mine.trace_hash]
 
-    _, a = _schedule(5, workload="register", names=("kill",), time_s=8.0)
-    _, b = _schedule(5, workload="register", names=("kill",), time_s=8.0)
-    assert isinstance(a, ScheduleResult) and isinstance(b, ScheduleResult)
+
+def test_the_register_workload_runs_through_the_same_ports() -> None:
+    a = _schedule(5, workload="register", names=("kill",), time_s=8.0)
+    b = _schedule(5, workload="register", names=("kill",), time_s=8.0)
     assert a.failure is None, a.failure
     assert a.history_hash == b.history_hash
     assert any(op.f == "write" and op.type == "ok" for op in a.history)
