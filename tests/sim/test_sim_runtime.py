@@ -80,6 +80,28 @@ def test_the_register_workload_runs_through_the_same_ports() -> None:
     assert "linearizable" in a.checked
 
 
+def test_a_campaign_scenario_picks_its_victims_on_the_simulator() -> None:
+    """The campaign's scripted nemesis reads the brokers' replica states to pick X (a leader
+    with exposed committed records) and Y (its successor), waiting on the runtime's clock
+    for a moment when the crash can hurt: on the simulator that wait runs the simulation."""
+    from harness import campaign
+
+    opts = campaign.CampaignOptions(scenario="crash-leader-then-successor",
+                                    nemesis_interval_s=2.0, seed=3)
+    runs = [run_schedule(SimRuntime.of_seed(3), campaign._package(opts), time_s=15.0, seed=3)
+            for _ in range(2)]
+    a, b = runs
+    assert a.failure is None, a.failure
+    assert a.history_hash == b.history_hash
+    (f1, first), (f2, second) = a.faults[:2]
+    assert f1.f == f2.f == "kill"
+    assert isinstance(first, dict) and isinstance(second, dict)
+    picked = first["picked"]
+    assert isinstance(picked, dict) and picked["X"] != picked["Y"]
+    assert picked["exposed"] >= 1  # it waited (in simulated time) for committed records
+    assert first[picked["X"]] == "killed" and second[picked["Y"]] == "killed"
+
+
 def test_faults_the_simulator_cannot_do_are_recorded_as_unsupported() -> None:
     import random
 
