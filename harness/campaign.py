@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, TypedDict
 from harness.history import JsonlWriter, read_jsonl
 from harness.probe import LiveProbe
 from harness.runtime.base import Runtime
+from harness.runtime.ports import KafkaClients
 from harness.topic_settings import sample_cluster
 
 if TYPE_CHECKING:
@@ -432,10 +433,11 @@ def _scenario(opts: CampaignOptions) -> Package:
                     # in their ISRs, leaders expose records whose acks may not have reached
                     # the clients yet (timed out): there, wait for a few.
                     need = 3 if scenario == "isolated-leaders-crash" else 1
-                    end = time.monotonic() + 15.0
+                    clock = runtime.clock()
+                    end = clock.monotonic() + 15.0
                     picked[0] = _victims(runtime, prefix, scenario)
-                    while picked[0].get("exposed", 0) < need and time.monotonic() < end:
-                        time.sleep(0.1)
+                    while picked[0].get("exposed", 0) < need and clock.monotonic() < end:
+                        clock.sleep(0.1)
                         got = _victims(runtime, prefix, scenario)
                         if got.get("partitions") or not picked[0].get("partitions"):
                             picked[0] = got
@@ -526,11 +528,18 @@ def _main_phase(opts: CampaignOptions, runtime: Runtime, run_dir: Path, results:
     from nemesis.runner import heal_all, run_nemesis
 
     assert opts.seed is not None
+    clients = runtime.clients()
+    if not isinstance(clients, KafkaClients):
+        raise ValueError(f"a campaign's workloads run Kafka-protocol clients; this runtime's "
+                         f"clients are {clients.kind} (a simulated cluster runs its "
+                         f"schedule with harness.sim.schedule)")
+    # the workloads' threads keep time.monotonic() deadlines: the clock must be the wall's
+    clock = runtime.clock()
     writer = JsonlWriter(run_dir / "history.jsonl")
     recorder = Recorder(writer, concurrency=opts.concurrency)
     stop = threading.Event()
     abort = threading.Event()
-    deadline = time.monotonic() + opts.time_limit_s
+    deadline = clock.monotonic() + opts.time_limit_s
     probe = LiveProbe(runtime, abort, recorder.elapsed_ns)
     probe.settings.wanted = _workload_topic(opts)
     if opts.bootstrap is None:
@@ -540,7 +549,7 @@ def _main_phase(opts: CampaignOptions, runtime: Runtime, run_dir: Path, results:
     nemesis_stop = threading.Event()
 
     nemesis = run_nemesis(runtime, package, recorder.nemesis, nemesis_stop, deadline,
-                          seed=opts.seed, focus=focus, final=True)
+                          seed=opts.seed, focus=focus, final=True, clock=clock)
     nemesis_info: Json = {"package": package.name, "fs": sorted(package.fs)}
     results["nemesis"] = nemesis_info
 
@@ -556,8 +565,7 @@ def _main_phase(opts: CampaignOptions, runtime: Runtime, run_dir: Path, results:
     reporter.start()
     try:
         if opts.workload == "queue":
-            run = _run_queue(opts, runtime.bootstrap, recorder, stop, deadline, before_final,
-                             abort)
+            run = _run_queue(opts, clients, recorder, stop, deadline, before_final, abort)
             results["workload"] = {
                 "targets": {str(k): v for k, v in run.targets.items()},
                 "final_complete": run.final_complete,
@@ -566,7 +574,7 @@ def _main_phase(opts: CampaignOptions, runtime: Runtime, run_dir: Path, results:
                 "errors": run.errors,
             }
         else:
-            rrun = _run_register(opts, runtime.bootstrap, recorder, stop, deadline)
+            rrun = _run_register(opts, clients.bootstrap, recorder, stop, deadline)
             before_final()
             results["workload"] = {"errors": list(rrun.errors)}
     finally:
@@ -615,13 +623,14 @@ def _queue_opts(opts: CampaignOptions) -> QueueOpts:
     )
 
 
-def _run_queue(opts: CampaignOptions, bootstrap: str, recorder: Recorder,
+def _run_queue(opts: CampaignOptions, clients: KafkaClients, recorder: Recorder,
                stop: threading.Event, deadline: float, before_final: Callable[[], None],
                abort: threading.Event) -> QueueRun:
     from harness.workloads.queue import run_queue
 
-    return run_queue(bootstrap, _queue_opts(opts), recorder, stop, deadline,
-                     before_final=before_final, abort=abort)
+    return run_queue(clients.bootstrap, _queue_opts(opts), recorder, stop, deadline,
+                     before_final=before_final, abort=abort,
+                     client_factory=clients.queue_client)
 
 
 def _run_register(opts: CampaignOptions, bootstrap: str, recorder: Recorder,

@@ -2,8 +2,9 @@
 cluster and records them (Jepsen's `info` pairs of process "nemesis").
 
 - `nemesis.port`: what the nemesis needs from the world: `Cluster` (a Protocol of the fault
-  operations, which the harness's runtimes satisfy), its errors, and `Record` (the callback the
-  ops go to). The nemesis imports nothing of the harness; the harness depends on it.
+  operations, which the harness's runtimes satisfy), its errors, `Record` (the callback the
+  ops go to) and `Clock` (the time it waits on: `WALL_CLOCK`, or a runtime's own, e.g. the
+  simulator's). The nemesis imports nothing of the harness; the harness depends on it.
 
 - `nemesis.faults`: `PartitionNetwork`, `HealNetwork`, `KillNode`, `StartNode`, `PauseNode`,
   `ResumeNode`, `WipeDisk`, `LoseUnflushed`, `CorruptSegment`, `CleanRestart`, `Toxic`,

@@ -9,6 +9,11 @@ The harness's runtimes (`harness.runtime.base.Runtime`) satisfy `Cluster`, and i
 recorder's `nemesis(f, value)` is a `Record`: the dependency points one way, harness →
 nemesis (`tests/nemesis_faults/test_imports.py` keeps it so).
 
+Time reaches the nemesis through a second port, `Clock`: when the next fault is due, and the
+waits between faults. A live cluster's clock is the wall clock (`WALL_CLOCK`); a simulated
+cluster's clock is simulated time, where waiting runs the simulation forward
+(`harness.sim.runtime.SimClock`), so the same schedule drives either.
+
 Node names are `"n1" .. "nN"`; `zookeeper_node` names ZooKeeper in grudges (`"zk"`), or is
 None when the cluster has no ZooKeeper to cut. A grudge maps a node to the nodes it ignores
 (Jepsen's `grudge`): `{"n1": {"n2"}}` drops the packets n2 sends to n1.
@@ -21,6 +26,8 @@ the node in another state raises `NodeStateError`.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol, TypeAlias
 
@@ -47,6 +54,35 @@ class FaultUnsupported(ClusterRuntimeError):
 
 class NodeStateError(ClusterRuntimeError):
     """The fault needs the node in another state (e.g. `wipe` on a running node)."""
+
+
+class Clock(Protocol):
+    """Time as the nemesis sees it: `monotonic()` in seconds (comparable only with itself),
+    and waits that end early when an event is set."""
+
+    def monotonic(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+    def wait(self, event: threading.Event, timeout_s: float) -> bool:
+        """Wait until `event` is set or `timeout_s` passed; whether it is set."""
+        ...
+
+
+class WallClock:
+    """Real time: `time.monotonic`, `time.sleep`, `Event.wait`."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(max(0.0, seconds))
+
+    def wait(self, event: threading.Event, timeout_s: float) -> bool:
+        return event.wait(max(0.0, timeout_s))
+
+
+WALL_CLOCK = WallClock()
 
 
 class Cluster(Protocol):
@@ -132,5 +168,5 @@ class Cluster(Protocol):
         ...
 
 
-__all__ = ["Cluster", "ClusterRuntimeError", "FaultReport", "FaultUnsupported", "Grudge",
-           "NodeStateError", "Record"]
+__all__ = ["WALL_CLOCK", "Clock", "Cluster", "ClusterRuntimeError", "FaultReport",
+           "FaultUnsupported", "Grudge", "NodeStateError", "Record", "WallClock"]

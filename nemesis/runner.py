@@ -12,6 +12,11 @@ description when it starts and with what happened when it ends. The nemesis know
 format: the harness passes its recorder's `nemesis` method (`harness.workloads.recorder`),
 which numbers and timestamps the ops under the same lock as the clients' ops.
 
+Time comes from a `nemesis.port.Clock` (the wall clock unless `clock` is given; a runtime
+hands out its own as `Runtime.clock()`). On a simulated cluster, whose clock runs the
+simulation while it waits, the runner's `run()` is called in the caller's thread instead of
+`start()`: one thread, one seed, one history.
+
 Bounds: each wait ends at the deadline or when `stop_event` is set; each fault is bounded by the
 cluster's own timeouts (a clean stop waits at most 30 s, then SIGKILL); after the main phase
 the package's final faults run once each.
@@ -21,12 +26,11 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 
 from nemesis import executor
 from nemesis.faults import Fault, HealAll, LeaderOf
 from nemesis.packages import Executor, Package, split_seed
-from nemesis.port import Cluster, Record
+from nemesis.port import WALL_CLOCK, Clock, Cluster, Record
 
 
 def _ignore(f: str, value: object) -> None:
@@ -51,9 +55,11 @@ class NemesisRunner(threading.Thread):
 
     def __init__(self, runtime: Cluster, package: Package, record: Record | None,
                  stop_event: threading.Event, deadline: float, *, seed: int = 0,
-                 focus: LeaderOf | None = None, final: bool = True) -> None:
+                 focus: LeaderOf | None = None, final: bool = True,
+                 clock: Clock = WALL_CLOCK) -> None:
         super().__init__(name=f"nemesis-{package.name}", daemon=True)
         self.runtime = runtime
+        self.clock = clock
         self.package = package
         self.stop_event = stop_event
         self.deadline = deadline
@@ -72,14 +78,15 @@ class NemesisRunner(threading.Thread):
     def run(self) -> None:
         try:
             generator = self.package.generator(self.gen_rng)
+            clock, stop = self.clock, self.stop_event
             for step in generator:
-                remaining = self.deadline - time.monotonic()
-                if remaining <= 0 or self.stop_event.is_set():
+                remaining = self.deadline - clock.monotonic()
+                if remaining <= 0 or stop.is_set():
                     break
                 if step.delay_s >= remaining:
-                    self.stop_event.wait(remaining)
+                    clock.wait(stop, remaining)
                     break
-                if self.stop_event.wait(step.delay_s):
+                if clock.wait(stop, step.delay_s):
                     break
                 self._apply(step.fault)
             if self.final:
@@ -91,12 +98,13 @@ class NemesisRunner(threading.Thread):
 
 def run_nemesis(runtime: Cluster, package: Package, record: Record | None,
                 stop_event: threading.Event, deadline: float, *, seed: int = 0,
-                focus: LeaderOf | None = None, final: bool = True) -> NemesisRunner:
-    """Start the nemesis thread: the package's faults until `deadline` (a `time.monotonic()`
+                focus: LeaderOf | None = None, final: bool = True,
+                clock: Clock = WALL_CLOCK) -> NemesisRunner:
+    """Start the nemesis thread: the package's faults until `deadline` (a `clock.monotonic()`
     value) or `stop_event`, then (if `final`) the package's final faults. Returns the started
     thread; `join()` it."""
     runner = NemesisRunner(runtime, package, record, stop_event, deadline, seed=seed,
-                           focus=focus, final=final)
+                           focus=focus, final=final, clock=clock)
     runner.start()
     return runner
 

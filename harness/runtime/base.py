@@ -15,6 +15,11 @@ packets n2 sends to n1. `complete_grudge([[a], [b, c]])` cuts between components
 
 Every fault method returns a small JSON-friendly dict saying what it did; it becomes the value of
 the nemesis's completion op in the history.
+
+Besides faults a runtime hands out two ports (`harness.runtime.ports`): `clock()`, the time the
+nemesis and the campaign's deadlines run on (the wall clock here; simulated time in
+`harness.sim.runtime.SimRuntime`, also a `Runtime`), and `clients()`, the workload's clients
+(Kafka-protocol clients of `bootstrap` here; simulated clients in the simulator).
 """
 
 from __future__ import annotations
@@ -26,7 +31,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
+from harness.runtime.ports import Clients, KafkaClients
 from nemesis.port import (
+    WALL_CLOCK,
+    Clock,
     ClusterRuntimeError,
     FaultReport,
     FaultUnsupported,
@@ -148,6 +156,16 @@ class Runtime(abc.ABC):
         """Fault name -> None when supported, else the reason it is not."""
         return {}
 
+    # -- ports -------------------------------------------------------------------------------
+
+    def clock(self) -> Clock:
+        """The time this cluster runs on (a live cluster: the wall clock)."""
+        return WALL_CLOCK
+
+    def clients(self) -> Clients:
+        """The workload's clients (a live cluster: Kafka-protocol clients of `bootstrap`)."""
+        return KafkaClients(self.bootstrap)
+
     @abc.abstractmethod
     def is_running(self, node: str) -> bool:
         """The node's process exists (it may be paused)."""
@@ -266,6 +284,7 @@ if TYPE_CHECKING:
         return runtime  # mypy checks every Runtime is a nemesis.port.Cluster
 
 
-__all__ = ["ZOOKEEPER_NODE", "BrokerState", "ClusterRuntimeError", "FaultReport",
-           "FaultUnsupported", "Grudge", "NodeStateError", "ReplicaState", "Runtime",
+__all__ = ["ZOOKEEPER_NODE", "BrokerState", "Clients", "Clock", "ClusterRuntimeError",
+           "FaultReport", "FaultUnsupported", "Grudge", "KafkaClients", "NodeStateError",
+           "ReplicaState", "Runtime",
            "complete_grudge", "node_id", "node_name", "normalize_grudge"]

@@ -83,6 +83,7 @@ from harness.runtime.base import (
     ZOOKEEPER_NODE,
     BrokerState,
     ClusterRuntimeError,
+    FaultReport,
     FaultUnsupported,
     Grudge,
     NodeStateError,
@@ -1082,7 +1083,7 @@ class DockerRuntime(Runtime):
 
     # -- process faults ------------------------------------------------------------------------
 
-    def kill(self, node: str) -> dict[str, Any]:
+    def kill(self, node: str) -> FaultReport:
         self._id(node)
         with self._lock:
             running, paused = self._state(node)
@@ -1100,7 +1101,7 @@ class DockerRuntime(Runtime):
         while self.is_running(node) != running and time.monotonic() < deadline:
             time.sleep(0.05)
 
-    def start_node(self, node: str, wait: bool = False) -> dict[str, Any]:
+    def start_node(self, node: str, wait: bool = False) -> FaultReport:
         i = self._id(node)
         if not self.is_running(node) and self.recipe.zookeeper:
             self._await_unregistered(i)
@@ -1131,7 +1132,7 @@ class DockerRuntime(Runtime):
                 kz.stop()
                 kz.close()
 
-    def stop_node(self, node: str, timeout_s: float = 30.0) -> dict[str, Any]:
+    def stop_node(self, node: str, timeout_s: float = 30.0) -> FaultReport:
         self._id(node)
         with self._lock:
             running, paused = self._state(node)
@@ -1147,7 +1148,7 @@ class DockerRuntime(Runtime):
                    timeout_s=timeout_s + 30)
         return {"node": node, "result": "stopped", "seconds": round(time.monotonic() - t0, 3)}
 
-    def pause(self, node: str) -> dict[str, Any]:
+    def pause(self, node: str) -> FaultReport:
         self._id(node)
         running, paused = self._state(node)
         if not running:
@@ -1161,7 +1162,7 @@ class DockerRuntime(Runtime):
             docker("pause", self.container(node), check=False)
         return {"node": node, "result": "paused"}
 
-    def resume(self, node: str) -> dict[str, Any]:
+    def resume(self, node: str) -> FaultReport:
         self._id(node)
         running, paused = self._state(node)
         if not running:
@@ -1197,7 +1198,7 @@ class DockerRuntime(Runtime):
         if self.is_running(node):
             raise NodeStateError(f"{fault} needs {node} down (kill or stop it first)")
 
-    def wipe(self, node: str) -> dict[str, Any]:
+    def wipe(self, node: str) -> FaultReport:
         from harness.runtime import disk
 
         self._require_down(node, "wipe")
@@ -1208,7 +1209,7 @@ class DockerRuntime(Runtime):
             out["bytes"] += r["bytes"]
         return out
 
-    def lose_unflushed(self, node: str) -> dict[str, Any]:
+    def lose_unflushed(self, node: str) -> FaultReport:
         from harness.runtime import disk
 
         self._require_down(node, "lose-unflushed")
@@ -1218,7 +1219,7 @@ class DockerRuntime(Runtime):
         return {"node": node, "lost": lost}
 
     def corrupt_segment(self, node: str, seed: int = 0, kind: str = "header",
-                        topic: str | None = None) -> dict[str, Any]:
+                        topic: str | None = None) -> FaultReport:
         from harness.runtime import disk
 
         rng = random.Random(seed)
@@ -1266,7 +1267,7 @@ class DockerRuntime(Runtime):
             args.append("--noflush")
         docker(*args, input="\n".join(body).encode())
 
-    def partition(self, grudge: Grudge) -> dict[str, Any]:
+    def partition(self, grudge: Grudge) -> FaultReport:
         g = normalize_grudge(grudge, (*self.nodes, ZOOKEEPER_NODE))
         per = self.partition_rules(g)
         added = 0
@@ -1279,7 +1280,7 @@ class DockerRuntime(Runtime):
                     added += len(new)
         return {"isolated": {k: list(v) for k, v in g.items()}, "rules": added}
 
-    def heal(self) -> dict[str, Any]:
+    def heal(self) -> FaultReport:
         with self._lock:
             healed = sum(len(r) for r in self.rules.values())
             for c in self.rules:
@@ -1289,9 +1290,9 @@ class DockerRuntime(Runtime):
                 self.rules[c] = []
         return {"healed": healed}
 
-    def add_toxic(self, node: str, toxic_type: str, attributes: Mapping[str, Any], *,
+    def add_toxic(self, node: str, toxic_type: str, attributes: Mapping[str, object], *,
                   stream: str = "downstream", toxicity: float = 1.0,
-                  source: str | None = None) -> dict[str, Any]:
+                  source: str | None = None) -> FaultReport:
         """A toxic on the link into `node`: every connection into it, or with `source` only
         the connections from broker `source` (its own link; downstream: what `node` sends to
         `source`)."""
@@ -1315,7 +1316,7 @@ class DockerRuntime(Runtime):
             out.update(source=source, link=link)
         return out
 
-    def remove_toxics(self, node: str | None = None) -> dict[str, Any]:
+    def remove_toxics(self, node: str | None = None) -> FaultReport:
         """Remove the toxics of every link (`node`: of the links into it, pairs included)."""
         if self.links is None:
             return {"removed": {}}

@@ -143,7 +143,7 @@ class ExistingClusterRuntime(Runtime):
     def heal(self) -> FaultReport:
         return {"healed": 0, "note": REASON}
 
-    def add_toxic(self, node: str, toxic_type: str, attributes: Mapping[str, Any], *,
+    def add_toxic(self, node: str, toxic_type: str, attributes: Mapping[str, object], *,
                   stream: str = "downstream", toxicity: float = 1.0,
                   source: str | None = None) -> FaultReport:
         self._unsupported("toxic")

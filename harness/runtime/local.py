@@ -31,7 +31,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -189,7 +189,7 @@ class LocalRuntime(Runtime):
             self.stopped = True
             errors: list[str] = []
 
-            def attempt(what: str, fn: Any) -> None:
+            def attempt(what: str, fn: Callable[[], object]) -> None:
                 try:
                     fn()
                 except Exception as e:
@@ -488,7 +488,7 @@ class LocalRuntime(Runtime):
             return {"healed": 0, "note": self.network_reason}
         return {"healed": self.net.flush()}
 
-    def add_toxic(self, node: str, toxic_type: str, attributes: Mapping[str, Any], *,
+    def add_toxic(self, node: str, toxic_type: str, attributes: Mapping[str, object], *,
                   stream: str = "downstream", toxicity: float = 1.0,
                   source: str | None = None) -> FaultReport:
         if self.links is None:

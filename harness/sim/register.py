@@ -17,16 +17,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Any
 
-from broker.store.batch import Record as BatchRecord
-from broker.store.batch import build_batch
 from core import effects as fx
 from core import events as ev
 from core.types import NO_LEADER, UNDEFINED_EPOCH, Errors
 from harness.history import FAIL, INFO, INVOKE, OK
-from harness.sim.cluster import Cluster
-from harness.sim.run import PRODUCE_TIMEOUT_MS, Drawn, SimOptions, Workload
+from harness.sim.cluster import Broker, Cluster
+from harness.sim.run import Drawn, SimOptions, Workload
 from harness.sim.sched import US_PER_MS
 from harness.workloads.register import RegisterGen, RegisterOpts
 from spec.world import TP
@@ -101,36 +98,7 @@ class RegisterWorkload(Workload):
         self.values[g] = (k, v)
         p = self.process[i]
         self.record(p, INVOKE, "write", [k, v])
-        b = self._pick_broker(i)
-        batch = build_batch([BatchRecord(0, self.c.now_ms(), str(k).encode(), str(g).encode())],
-                            base_offset=0)
-
-        def make(br: Any, rid: int) -> None:
-            self.c.produced[rid] = g
-            if br.node is not None:
-                br.node.handle(ev.ProduceReceived(rid, TP, self.d.acks, 1, batch,
-                                                  timeout_ms=PRODUCE_TIMEOUT_MS))
-
-        def on_reply(r: object) -> None:
-            assert isinstance(r, fx.ProduceReply)
-            if r.error == Errors.NONE:
-                self._saw(r.base_offset)
-                self.record(p, OK, "write", [k, v])
-                self._finish(i, False)
-            elif r.error == Errors.NOT_ENOUGH_REPLICAS:  # rejected before the append
-                self.record(p, FAIL, "write", [k, v], {"error": r.error.name})
-                self._finish(i, False)
-            else:
-                self._forget_leader(i)
-                self.record(p, INFO, "write", [k, v], {"error": r.error.name})
-                self._finish(i, True)
-
-        def on_timeout() -> None:
-            self._forget_leader(i)
-            self.record(p, INFO, "write", [k, v], {"error": "timeout"})
-            self._finish(i, True)
-
-        self._request(i, b, make, on_reply, on_timeout)
+        self._produce(i, p, "write", k, g, lambda _offset: [k, v])
 
     def _read_op(self, i: int, k: int) -> None:
         """ListOffsets(latest) at the leader, then fetch until the position reaches it."""
@@ -157,7 +125,7 @@ class RegisterWorkload(Workload):
                 self.record(p, INFO, "read", [k, None], {"error": error})
             self._finish(i, not definite)
 
-        def make(br: Any, rid: int) -> None:
+        def make(br: Broker, rid: int) -> None:
             if br.node is not None:
                 br.node.handle(ev.ListOffsetsReceived(rid, TP, -1, epoch))
 
@@ -190,10 +158,10 @@ class RegisterWorkload(Workload):
         gen = self.consumer_gen[i]
         read: dict[str, list[list[int]]] = {}
 
-        def make(br: Any, rid: int) -> None:
+        def make(br: Broker, rid: int) -> None:
             cb = self.c.clients.get(rid)
             if cb is not None:  # read the records [fetch_offset, end_offset) as the core answers
-                def both(v: object, cb: Any = cb) -> None:
+                def both(v: object, cb: Callable[[object], None] = cb) -> None:
                     if isinstance(v, fx.ConsumerFetchReply) and v.error == Errors.NONE:
                         read["pairs"] = self._read(b, v)
                     cb(v)

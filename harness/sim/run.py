@@ -11,6 +11,7 @@ import dataclasses
 import gc
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from core import events as ev
 from core.config import ProtocolConfig
 from core.types import NO_LEADER, Errors
 from harness.history import FAIL, INFO, INVOKE, NEMESIS, OK, Op, op_to_dict
-from harness.sim.cluster import ZK, Cluster, NetConfig, Violation
+from harness.sim.cluster import ZK, Broker, Cluster, NetConfig, Violation
 from harness.sim.diskfaults import DISK_FAULTS, DiskFaults
 from harness.sim.sched import US_PER_MS
 from harness.sim.timing import TIMING_FAULTS, TimingFaults
@@ -222,7 +223,8 @@ class Workload:
             self.position[i] = 0
         self._schedule(i)
 
-    def _request(self, i: int, b: int, make: Any, on_reply: Any, on_timeout: Any) -> None:
+    def _request(self, i: int, b: int, make: Callable[[Broker, int], None],
+                 on_reply: Callable[[object], None], on_timeout: Callable[[], None]) -> None:
         """Client -> broker b (a network hop), the core's reply back (another hop)."""
         c = self.c
         rid = c.new_request_id()
@@ -256,12 +258,26 @@ class Workload:
         v = self.next_value
         p = self.process[i]
         self.record(p, INVOKE, "send", [["send", KEY, v]])
-        b = self._pick_broker(i)
-        batch = build_batch([BatchRecord(0, self.c.now_ms(), str(KEY).encode(), str(v).encode())],
-                            base_offset=0)
+        self._produce(i, p, "send", KEY, v,
+                      lambda offset: [["send", KEY, v if offset is None else [offset, v]]])
 
-        def make(br: Any, rid: int) -> None:
-            self.c.produced[rid] = v
+    def _forget_leader(self, i: int) -> None:
+        """Client i's metadata is stale: the next request asks for the leader again."""
+        self.leader[i] = NO_LEADER
+
+    def _produce(self, i: int, p: int, f: str, key: int, record: int,
+                 value: Callable[[int | None], object]) -> None:
+        """Produce one record (key `key`, value `record`: its run-wide record id) to the
+        partition's leader as client i's process p, and complete op `f`: ok when
+        acknowledged, fail when rejected before the append (NOT_ENOUGH_REPLICAS), else info
+        (a timeout or any other error: the process ends). `value(offset)` is the op's value
+        (`offset`: the record's offset when acknowledged, else None)."""
+        b = self._pick_broker(i)
+        batch = build_batch([BatchRecord(0, self.c.now_ms(), str(key).encode(),
+                                         str(record).encode())], base_offset=0)
+
+        def make(br: Broker, rid: int) -> None:
+            self.c.produced[rid] = record
             if br.node is not None:
                 br.node.handle(ev.ProduceReceived(rid, TP, self.d.acks, 1, batch,
                                                   timeout_ms=PRODUCE_TIMEOUT_MS))
@@ -270,19 +286,19 @@ class Workload:
             assert isinstance(r, fx.ProduceReply)
             if r.error == Errors.NONE:
                 self._saw(r.base_offset)
-                self.record(p, OK, "send", [["send", KEY, [r.base_offset, v]]])
+                self.record(p, OK, f, value(r.base_offset))
                 self._finish(i, False)
             elif r.error == Errors.NOT_ENOUGH_REPLICAS:  # rejected before the append
-                self.record(p, FAIL, "send", [["send", KEY, v]], {"error": r.error.name})
+                self.record(p, FAIL, f, value(None), {"error": r.error.name})
                 self._finish(i, False)
             else:
-                self.leader[i] = NO_LEADER
-                self.record(p, INFO, "send", [["send", KEY, v]], {"error": r.error.name})
+                self._forget_leader(i)
+                self.record(p, INFO, f, value(None), {"error": r.error.name})
                 self._finish(i, True)
 
         def on_timeout() -> None:
-            self.leader[i] = NO_LEADER
-            self.record(p, INFO, "send", [["send", KEY, v]], {"error": "timeout"})
+            self._forget_leader(i)
+            self.record(p, INFO, f, value(None), {"error": "timeout"})
             self._finish(i, True)
 
         self._request(i, b, make, on_reply, on_timeout)
@@ -299,7 +315,7 @@ class Workload:
         b, epoch = p.leader, p.leader_epoch
         floor = self.c.ghost.latest_listed  # the largest answer received before this one
 
-        def make(br: Any, rid: int) -> None:
+        def make(br: Broker, rid: int) -> None:
             if br.node is not None:
                 br.node.handle(ev.ListOffsetsReceived(rid, TP, -1, epoch))
 
@@ -320,7 +336,7 @@ class Workload:
         pos = self.position[i]
         read: dict[str, Any] = {}
 
-        def make(br: Any, rid: int) -> None:
+        def make(br: Broker, rid: int) -> None:
             if br.node is not None:
                 br.node.handle(ev.ConsumerFetchReceived(rid, TP, pos, -1))
 
@@ -350,10 +366,10 @@ class Workload:
             if isinstance(value, fx.ConsumerFetchReply) and value.error == Errors.NONE:
                 read["pairs"] = self._read(b, value)
 
-        def wrapped_make(br: Any, rid: int) -> None:
+        def wrapped_make(br: Broker, rid: int) -> None:
             cb = self.c.clients.get(rid)
             if cb is not None:
-                def both(v: object, cb: Any = cb) -> None:
+                def both(v: object, cb: Callable[[object], None] = cb) -> None:
                     reading(v)
                     cb(v)
 

@@ -58,5 +58,11 @@ class Scheduler:
             return True
         return False
 
+    def advance(self, t_us: int) -> None:
+        """Idle time passes to `t_us` (after `run_one(t_us)` found nothing due by then)."""
+        if self._heap and self._heap[0][0] < t_us and not self._heap[0][2].cancelled:
+            raise ValueError("a callback is due before the time advanced to")
+        self.now_us = max(self.now_us, t_us)
+
     def pending(self) -> int:
         return len(self._heap)
