@@ -110,3 +110,15 @@ def test_analysis_of_a_run_agrees() -> None:
     facts = {"probes": {"valid?": True}, "workload": {"final_complete": True}}
     r = check_run(truncated_history(), ["assign"], facts)
     assert (r["verdict"], json.loads(r["bad"])) == ("invalid", ["truncated_write"])
+
+
+def test_report_line() -> None:
+    from harness.report.explain import explain
+    from harness.report.page import describe_err
+
+    q = check(truncated_history())["queue"]
+    lines = [describe_err("truncated_write", e)
+             for e in q["anomalies"]["truncated_write"]["errs"]]
+    assert lines[0] == ("key 8: value 3 at offset 2, but the partition ends at 2 (op #21); "
+                        "written by op #5")
+    assert explain("truncated_write").title == "Truncated write"
