@@ -571,6 +571,9 @@ def _main_phase(opts: CampaignOptions, runtime: Runtime, run_dir: Path, results:
                 "final_complete": run.final_complete,
                 "unreached": {str(t): {str(k): v for k, v in u.items()}
                               for t, u in run.unreached.items() if u},
+                # keys a final-phase thread finished at a confirmed end below the target
+                "truncated": {str(t): {str(k): e for k, e in u.items()}
+                              for t, u in run.truncated.items() if u},
                 "errors": run.errors,
             }
         else:

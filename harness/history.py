@@ -44,6 +44,8 @@ FAIL: Final = "fail"
 INFO: Final = "info"
 TYPES: Final = (INVOKE, OK, FAIL, INFO)
 NEMESIS: Final = "nemesis"
+#: the queue workload's final-phase query of partition end offsets (harness.workloads.queue)
+END_OFFSETS_F: Final = "end-offsets"
 
 _BASE_KEYS: Final = frozenset({"index", "time_ns", "process", "type", "f", "value"})
 

@@ -43,7 +43,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from harness.history import FAIL, INFO, INVOKE, OK, TYPES, Op
+from harness.history import END_OFFSETS_F, FAIL, INFO, INVOKE, OK, TYPES, Op
 
 I64 = npt.NDArray[np.int64]
 B = npt.NDArray[np.bool_]
@@ -53,6 +53,11 @@ _TYPE_CODE: Final = {OK: 0, INFO: 1, FAIL: 2}
 COLUMNAR_VERSION_KEY: Final = b"hiwater.columnar.version"
 SIDE_COLUMNS: Final = ("send_k", "send_o", "send_v", "poll_k", "poll_n", "rec_o", "rec_v",
                        "sub_k")
+
+
+#: why the fast path declines a history with a confirmed final end offset: `truncated_write`
+#: is found by the reference alone
+TRUNCATION: Final = "a confirmed final end offset (truncated_write)"
 
 
 class Fallback(Exception):
@@ -180,6 +185,8 @@ def _pass(events: Iterable[Sequence[Any]], n_events: int | None, json_mode: bool
             continue
         if f not in QUEUE_FS:
             pending.pop(p, None)
+            if f == END_OFFSETS_F and typ == OK and extra and extra.get("truncated"):
+                raise Fallback(TRUNCATION)
             continue
         r = len(procs)
         procs.append(p)
@@ -626,6 +633,10 @@ def _from_arrow_table(table: Any) -> QueueColumns:
         xn = ~_np(xcol.is_null())
         reb = _np(pc.match_substring(xcol, '"rebalance_log"').fill_null(False)) & is_rec
         err = _np(pc.match_substring(xcol, '"error"').fill_null(False)) & is_rec & (typ == 1)
+        ends = _np(pc.equal(fcol, END_OFFSETS_F).fill_null(False)) & (typ == 0) & \
+            _np(pc.match_substring(xcol, '"truncated"').fill_null(False))
+        if ends.any():
+            raise Fallback(TRUNCATION)
         want = np.nonzero((reb | err) & xn)[0]
         if len(want):
             xs = xcol.take(pa.array(want)).to_pylist()
@@ -720,6 +731,9 @@ def _from_plain_table(table: Any) -> QueueColumns:
             if f in QUEUE_FS or f in SUB_FS:
                 yield (0, t, p if p is not None else pn, typ, f,
                        loads(v) if v is not None else None,
+                       loads(x) if x is not None else None)
+            elif f == END_OFFSETS_F:
+                yield (0, t, p if p is not None else pn, typ, f, None,
                        loads(x) if x is not None else None)
             else:
                 yield (0, t, p if p is not None else pn, typ, f, None, None)

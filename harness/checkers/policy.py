@@ -43,6 +43,7 @@ QUEUE_ANOMALIES: Final = (
     "inconsistent_offsets",
     "duplicate",
     "lost_write",
+    "truncated_write",
     "G1a",
     "precommitted_read",
     "poll_skip",

@@ -40,6 +40,16 @@ Anomalies (names underscored; definitions from K and its tests):
   other values between them in VO / land at or before the previous one.
 - `unseen` — values acknowledged (`ok` send/txn) but not polled by any `ok` poll by the end of
   the history (a lost write and a very delayed one look the same here).
+- `truncated_write` (not Jepsen's) — a write that must have committed sits at an offset of k
+  at or past k's *confirmed final end offset* E: an ok `end-offsets` op of the final phase
+  whose completion says `truncated [[k, E], ...]` (the workload saw k's end offset stable
+  at E, at one leader epoch, below offsets ops had seen, and read k up to E:
+  `harness.workloads.final_reads`). Nothing is written in the final phase, so those offsets
+  are gone: the partition was truncated below acknowledged (or read) records. Reported per
+  (key, value) with its offset, E, the writer and the confirming op; with several
+  confirmations of one key the highest E counts. This is the loss Jepsen's checker misses
+  when nobody writes to the key again (no later read shows the gap, and the values were read
+  before the truncation, so they are not unseen).
 - `empty_history` — no `ok` send/poll/txn at all (Jepsen's empty history is invalid).
 
 Realtime lag (K `realtime-lag` l.1639) is a measurement, not an anomaly: for a poll by process
@@ -68,7 +78,7 @@ from typing import Any, Final
 
 from harness.checkers.cycles import CYCLE_ANOMALIES, CycleOptions, explain, find_cycles, graph_of
 from harness.checkers.policy import QueuePolicy, Validity, verdict
-from harness.history import FAIL, INFO, INVOKE, OK, Op, op_to_dict, sort_key
+from harness.history import END_OFFSETS_F, FAIL, INFO, INVOKE, OK, Op, op_to_dict, sort_key
 
 QUEUE_FS: Final = frozenset({"send", "poll", "txn"})
 SUB_FS: Final = frozenset({"assign", "subscribe"})
@@ -84,6 +94,7 @@ _CONDENSE: Final[dict[str, tuple[int, str, bool]]] = {
     "nonmonotonic_poll": (8, "delta", False),
     "nonmonotonic_send": (8, "delta", False),
     "poll_skip": (8, "delta", True),
+    "truncated_write": (32, "offset", False),
     # Jepsen keeps the 8 shortest G0/G1c cycles
     **{c: (8, "length", False) for c in CYCLE_ANOMALIES},
 }
@@ -176,6 +187,7 @@ def analysis(history: Sequence[Op], cycles: CycleOptions | None = None) -> Queue
     us_k: list[Any] = []
     us_n: list[int] = []
     info_causes: dict[str, Any] = {}
+    final_ends: dict[Any, tuple[int, Op]] = {}  # key -> (confirmed end offset, its op)
     n_ok = n_client = 0
 
     def observe(k: Any, o: int, v: Any) -> None:
@@ -213,6 +225,10 @@ def analysis(history: Sequence[Op], cycles: CycleOptions | None = None) -> Queue
             continue
         if f not in QUEUE_FS:
             pending_invoke.pop(process, None)
+            if f == END_OFFSETS_F and typ == OK and extra:
+                for k, e in extra.get("truncated") or ():
+                    if k not in final_ends or e > final_ends[k][0]:
+                        final_ends[k] = (e, op)
             continue
         n_client += 1
         inv_t = pending_invoke.pop(process, time_ns)
@@ -493,7 +509,21 @@ def analysis(history: Sequence[Op], cycles: CycleOptions | None = None) -> Queue
                 if v not in okr:
                     lost_cands.append((k, v, i, bound, prefix[bound]))
 
-    need_writer = {(k, v) for k, v, *_ in lost_cands} | g1a_pairs
+    # truncated writes: what VO(k) holds at or past k's confirmed final end offset
+    trunc_cands: list[tuple[Any, Any, int, int, Op]] = []  # k, v, offset, end, end op
+    for k in sorted(final_ends, key=sort_key):
+        e, eop = final_ends[k]
+        lk = logs.get(k, {})
+        ck = conflicts.get(k, {})
+        done: set[Any] = set()
+        for o in sorted(o for o in lk if o >= e):
+            for v in ck.get(o, [lk[o]]):
+                if v not in done:
+                    done.add(v)
+                    trunc_cands.append((k, v, o, e, eop))
+
+    need_writer = {(k, v) for k, v, *_ in lost_cands} | g1a_pairs | {
+        (c[0], c[1]) for c in trunc_cands}
     writer_of: dict[tuple[Any, Any], _Rec] = {}
     need_reader = {(c[0], c[4]) for c in lost_cands} | g1a_pairs
     readers: dict[tuple[Any, Any], list[_Rec]] = {}
@@ -527,6 +557,15 @@ def analysis(history: Sequence[Op], cycles: CycleOptions | None = None) -> Queue
             "max_read": rs[0].op if rs else None,
         })
     add("lost_write", lost)
+
+    truncated: list[dict[str, Any]] = []
+    for k, v, o, e, eop in trunc_cands:
+        w = writer_of.get((k, v))
+        if w is None or not committed(w):
+            continue  # never acknowledged nor proven committed (or read but never sent)
+        truncated.append({"key": k, "value": v, "offset": o, "end_offset": e,
+                          "writer": w.op, "confirmed_by": eop})
+    add("truncated_write", truncated)
 
     g1a: list[dict[str, Any]] = []
     for k, v in sorted(g1a_pairs, key=lambda kv: (sort_key(kv[0]), sort_key(kv[1]))):

@@ -11,7 +11,9 @@ named ops loaded from the history for those few ops only, then the reference's o
 `queue.result_map`: condensing, verdict). `fast_results(history)` is
 `check_columns(columnar.from_ops(history))`. Any other anomaly kind (duplicates and
 inconsistent offsets, G1a, precommitted reads, send anomalies, internal nonmonotonic polls,
-dependency cycles) hands the history to the reference, which names it.
+dependency cycles) hands the history to the reference, which names it; so does a confirmed
+final end offset (an `end-offsets` completion with `truncated`: `truncated_write` is the
+reference's alone, and the columnar decoders raise `Fallback` on it).
 
 - version orders: poll records go into a (key, offset) table when offsets are dense (else one
   stable sort by (key, offset)) — two values at one offset are `inconsistent_offsets`; the

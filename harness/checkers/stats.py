@@ -3,7 +3,8 @@
 - `by_f`: per client `f`, counts by completion type and ok-latency quantiles (ms) —
   Jepsen's `stats` checker plus `perf`'s latency quantiles. `valid?` follows Jepsen's stats
   checker (every `f` had some `ok`), ignoring `crash` and `debug-topic-partitions` as the
-  kafka `stats-checker` does; `check` reports it but does not fold it into the run's verdict.
+  kafka `stats-checker` does (and the final phase's `end-offsets` queries likewise); `check`
+  reports it but does not fold it into the run's verdict.
 - `throughput`: completions per second by `f` and type, in fixed buckets (Jepsen `rate.png`).
 - `fault_windows`: each nemesis fault from its start op to the op that stops it (or the end of
   the history), with the client ops *invoked* inside it: counts, availability (ok / all
@@ -19,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from harness.history import INFO, INVOKE, NEMESIS, OK, Op, sort_key
+from harness.history import END_OFFSETS_F, INFO, INVOKE, NEMESIS, OK, Op, sort_key
 
-IGNORED_FS: Final = frozenset({"crash", "debug-topic-partitions"})
+IGNORED_FS: Final = frozenset({"crash", "debug-topic-partitions", END_OFFSETS_F})
 QUANTILES: Final = (0.5, 0.95, 0.99, 1.0)
 
 #: fault start f -> the fs that end it

@@ -4,9 +4,10 @@ A client instance is one Jepsen *process* (`jepsen.redpanda.workload.queue/Clien
 producer, one consumer and one admin client, opened together and never reused after an
 indefinite outcome. Adapters over real Kafka clients (`confluent.py`, `kafka_python.py`)
 implement a handful of primitives (`send`, `poll`, `assign`, `subscribe`, `seek`, `commit`,
-`ensure_topic`, `describe`, `close`) and a `classify_exception` that turns whatever their
-library raises into one of the *kinds* below; `QueueClient.invoke` is Jepsen's `invoke!`
-on top of them (micro-op loop, mutable value, consumer rollback, rebalance log, errors).
+`ensure_topic`, `describe`, `end_offsets`, `close`) and a `classify_exception` that turns
+whatever their library raises into one of the *kinds* below; `QueueClient.invoke` is
+Jepsen's `invoke!` on top of them (micro-op loop, mutable value, consumer rollback,
+rebalance log, errors).
 
 **Error table** (Jepsen `with-errors`, jepsen-io/redpanda `workload/queue.clj`; reference
 §1.6). Definite failure (`fail`): `authorization` (ends the process), `invalid-producer-epoch`,
@@ -41,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from harness.clients.logs import bind_thread
-from harness.history import FAIL, INFO, OK
+from harness.history import END_OFFSETS_F, FAIL, INFO, OK
 
 log = logging.getLogger(__name__)
 
@@ -297,6 +298,22 @@ def exception_text(exc: BaseException) -> str:
 
 
 # ---------------------------------------------------------------------------------------
+# end offsets
+
+
+@dataclass(frozen=True)
+class EndOffset:
+    """One partition's offsets as its leader answered ListOffsets: `low` the log start offset
+    (earliest), `high` the end offset (latest: the high watermark, or the last stable offset
+    under read_committed, the same without transactions) and `leader_epoch` the answering
+    leader's epoch (None when the client cannot tell)."""
+
+    low: int
+    high: int
+    leader_epoch: int | None
+
+
+# ---------------------------------------------------------------------------------------
 # completions
 
 
@@ -392,6 +409,13 @@ class QueueClient:
         """Admin view of the keys' partitions (leader, replicas, isr), for the final phase."""
         raise NotImplementedError
 
+    def end_offsets(self, keys: Sequence[int]) -> dict[int, EndOffset | str]:
+        """Each key's partition offsets as its leader answers ListOffsets (earliest, and
+        latest at the consumer's isolation level: the high watermark here, without
+        transactions), with the answering leader's epoch; an error text for a key whose
+        partition did not answer. Raises when the request as a whole failed."""
+        raise NotImplementedError
+
     def close(self) -> None:
         """Close producer, consumer and admin without committing, bounded in time."""
         raise NotImplementedError
@@ -415,6 +439,8 @@ class QueueClient:
                 return Completion(OK, value)
             if f == "debug-topic-partitions":
                 return self._debug(value)
+            if f == END_OFFSETS_F:
+                return self._end_offsets(value)
             if f in ("send", "poll", "txn"):
                 return self._txn(f, value, int(extra.get("poll_ms", 0)) or None)
         except Exception as e:
@@ -428,6 +454,21 @@ class QueueClient:
         except Exception as e:
             return Completion(FAIL, keys, {"error": exception_text(e)})
         return Completion(OK, {"node": self.settings.bootstrap, "partitions": parts})
+
+    def _end_offsets(self, keys: Any) -> Completion:
+        """`end-offsets [k...]` -> `[[k, low, high, leader_epoch], ...]` for the keys whose
+        leader answered (`errors` names the others). A query changes nothing, so a failure is
+        a plain `fail` and never ends the process."""
+        try:
+            got = self.end_offsets(list(keys))
+        except Exception as e:
+            return Completion(FAIL, keys, {"error": exception_text(e)})
+        rows = [[k, e.low, e.high, e.leader_epoch] for k, e in sorted(got.items())
+                if isinstance(e, EndOffset)]
+        errors = [[k, e] for k, e in sorted(got.items()) if isinstance(e, str)]
+        if not rows:
+            return Completion(FAIL, keys, {"error": errors or "no partition answered"})
+        return Completion(OK, rows, {"errors": errors} if errors else {})
 
     @staticmethod
     def _completion(c: Classified, value: Any, extra: dict[str, Any] | None = None

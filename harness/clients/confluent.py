@@ -42,16 +42,22 @@ from confluent_kafka import (
     OFFSET_END,
     OFFSET_INVALID,
     Consumer,
+    IsolationLevel,
     KafkaError,
     KafkaException,
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    NewTopic,
+    OffsetSpec,
+)
 
 from harness.clients.base import (
     Classified,
     ClientSettings,
+    EndOffset,
     KeyMismatch,
     PartialPoll,
     QueueClient,
@@ -70,6 +76,8 @@ from harness.clients.logs import client_logger
 log = logging.getLogger(__name__)
 
 E = KafkaError
+LATEST: Final = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+EARLIEST: Final = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
 
 #: librdkafka / Kafka error code -> Jepsen error kind
 CODE_KINDS: Final[dict[int, str]] = {
@@ -461,6 +469,29 @@ class ConfluentClient(QueueClient):
             out.append({"key": k, "topic": t, "partition": p, "leader": pmd.leader,
                         "replicas": list(pmd.replicas), "isr": list(pmd.isrs),
                         "error": None if pmd.error is None else str(pmd.error)})
+        return out
+
+    def end_offsets(self, keys: Sequence[int]) -> dict[int, EndOffset | str]:
+        """Admin ListOffsets (earliest and latest) at the partitions' leaders; the latest
+        answer carries the leader's epoch (ListOffsets v4+)."""
+        s = self.settings
+        iso = (IsolationLevel.READ_COMMITTED if s.isolation_level == "read_committed"
+               else IsolationLevel.READ_UNCOMMITTED)
+        tps = {k: self._tp(k) for k in sorted(set(keys))}
+        t = s.admin_timeout_s
+        latest = self.admin.list_offsets({tp: LATEST for tp in tps.values()},
+                                         isolation_level=iso, request_timeout=t)
+        earliest = self.admin.list_offsets({tp: EARLIEST for tp in tps.values()},
+                                           isolation_level=iso, request_timeout=t)
+        out: dict[int, EndOffset | str] = {}
+        for k, tp in tps.items():
+            try:
+                hi = latest[tp].result(timeout=t + 1.0)
+                lo = earliest[tp].result(timeout=t + 1.0)
+            except (KafkaException, TimeoutError) as e:  # concurrent.futures' since 3.11
+                out[k] = exception_text(e)
+                continue
+            out[k] = EndOffset(int(lo.offset), int(hi.offset), hi.leader_epoch)
         return out
 
     def close(self) -> None:

@@ -32,6 +32,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from harness.clients.base import (
     Classified,
     ClientSettings,
+    EndOffset,
     KeyMismatch,
     QueueClient,
     TopicRegistry,
@@ -301,6 +302,27 @@ class KafkaPythonClient(QueueClient):
                         "replicas": list(_first(q, "replicas", "replica_nodes", default=())),
                         "isr": list(_first(q, "isr", "isr_nodes", default=())),
                         "error": q.get("error_code") or None})
+        return out
+
+    def end_offsets(self, keys: Sequence[int]) -> dict[int, EndOffset | str]:
+        """ListOffsets through the consumer: `beginning_offsets` for the log start, and the
+        fetcher's `offsets_by_times` with LATEST (-1) for the end offset, which (unlike the
+        public `end_offsets`) keeps the answering leader's epoch. kafka-python fails the
+        whole request rather than one partition."""
+        c = self.consumer
+        timeout_ms = int(self.settings.admin_timeout_s * 1000)
+        tps = {k: self._tp(k) for k in sorted(set(keys))}
+        lows = c.beginning_offsets(list(tps.values()), timeout_ms=timeout_ms)
+        highs = c._fetcher.offsets_by_times({tp: -1 for tp in tps.values()}, timeout_ms)
+        out: dict[int, EndOffset | str] = {}
+        for k, tp in tps.items():
+            hi, lo = highs.get(tp), lows.get(tp)
+            if hi is None or lo is None:
+                out[k] = "no offsets"
+                continue
+            epoch = getattr(hi, "leader_epoch", None)
+            out[k] = EndOffset(int(lo), int(hi.offset),
+                               None if epoch is None or epoch < 0 else int(epoch))
         return out
 
     def close(self) -> None:

@@ -47,6 +47,16 @@ EXPLANATIONS: Final[dict[str, Explanation]] = {
         "high watermark instead of the leader epoch, or acknowledging before the write is "
         "replicated to the in-sync replicas.",
     ),
+    "truncated_write": _E(
+        "Truncated write",
+        "A send that must have committed sits at an offset of its key at or past the end "
+        "offset the final reads found there: that partition's end was stable, at one leader "
+        "epoch, below offsets operations had already seen, and nothing is written in the "
+        "final phase.",
+        "The partition's log was cut back below acknowledged (or already read) records, and "
+        "nobody wrote to it again, so no later read shows the gap: typically an unclean leader "
+        "election or a power failure that lost unflushed records on every replica.",
+    ),
     "G1a": _E(
         "G1a (aborted read)",
         "A successful poll read a value whose send definitely failed (the client was told the "

@@ -375,6 +375,12 @@ def describe_err(t: str, e: Mapping[str, Any]) -> str:
                 + (f" (by op #{esc(mr.get('index'))})" if isinstance(mr, Mapping) else "")
                 + (f"; written by op #{esc(e['writer'].get('index'))}"
                    if isinstance(e.get("writer"), Mapping) else ""))
+    if t == "truncated_write":
+        w, c = e.get("writer"), e.get("confirmed_by")
+        return (f"key {k}: value {esc(e.get('value'))} at offset {esc(e.get('offset'))}, "
+                f"but the partition ends at {esc(e.get('end_offset'))}"
+                + (f" (op #{esc(c.get('index'))})" if isinstance(c, Mapping) else "")
+                + (f"; written by op #{esc(w.get('index'))}" if isinstance(w, Mapping) else ""))
     if t == "G1a":
         return (f"key {k}: value {esc(e.get('value'))} read by op "
                 f"#{esc((e.get('reader') or {}).get('index'))}, written by failed op "

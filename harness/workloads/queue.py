@@ -8,7 +8,8 @@ them (RQ `create-topic!`), with `replication_factor`, `partitions` and `topic_co
 
 **Operations** (history values as `harness.history` documents them):
 `send [["send", k, v], ...]`, `poll [["poll"], ...]`, `txn` (a mixed batch), `assign [k...]`,
-`subscribe [k...]`, `crash`, and in the final phase `debug-topic-partitions [k...]`.
+`subscribe [k...]`, `crash`, and in the final phase `debug-topic-partitions [k...]` and
+`end-offsets [k...]` (-> `[[k, low, high, leader_epoch], ...]`).
 
 **Generator** (`QueueGen`; K `workload` l.2538, Elle `wr-txns`):
 - `key_count` active keys (10), picked with Elle's exponential distribution over the slots
@@ -39,7 +40,12 @@ within `final_time_limit_s` (200 s), repeats rounds of at most `final_round_s` (
 `crash` (a fresh client) -> `debug-topic-partitions` of every key -> `assign` every key with
 `seek_to_beginning` -> `poll` ops with `poll_ms` = `final_poll_ms` (1000), staggered by
 `final_poll_interval_s` (0.2 s), until its polls have reached, for every key, the highest
-offset any op saw (sends and polls, `ok` ones and the known offsets of `info` ones).
+offset any op saw (sends and polls, `ok` ones and the known offsets of `info` ones). Beyond
+Jepsen: about every `final_end_offset_interval_s` it also asks the end offsets of the keys
+left (`end-offsets [k...]`, ListOffsets at the leaders); a key whose end offset is stable at
+one leader epoch, at or below its target, and read up to, is done there, and the completion
+says so (`truncated [[k, end], ...]`): the partition lost that offset, and the checker reports
+the committed writes at or past the end (`harness.workloads.final_reads`).
 
 `run_queue(bootstrap, opts, recorder, stop, deadline)` runs both phases; `stop` ends the
 main phase early (the final phase still runs), `abort` ends everything.
@@ -58,8 +64,9 @@ from typing import Any, Final
 
 from harness.checkers.policy import QueuePolicy
 from harness.clients import ClientSettings, KeyMap, QueueClient, TopicRegistry, open_client
-from harness.clients.base import Completion, exception_text, wait_until
-from harness.history import FAIL, INFO, OK, Op
+from harness.clients.base import Completion, EndOffset, exception_text, wait_until
+from harness.history import END_OFFSETS_F, FAIL, INFO, OK, Op
+from harness.workloads.final_reads import TruncationGate
 from harness.workloads.recorder import Recorder
 
 log = logging.getLogger(__name__)
@@ -114,6 +121,12 @@ class QueueOpts:
     final_round_s: float = 10.0
     final_poll_ms: int = 1000
     final_poll_interval_s: float = 0.2
+    # a key whose partition ends (stably, at its leader's epoch) below its target is done
+    # once read to that end (harness.workloads.final_reads); False: wait for the target
+    final_end_offsets: bool = True
+    final_end_offset_interval_s: float = 1.0
+    final_end_confirmations: int = 3
+    final_end_stable_s: float = 3.0
     # a worker's op in flight when the phase ends gets this long to finish
     join_timeout_s: float = 30.0
 
@@ -133,6 +146,9 @@ class QueueOpts:
             raise ValueError("max_writes_per_key must be >= 1")
         if self.key_dist == "exponential" and self.key_dist_base <= 1:
             raise ValueError("key_dist_base must be > 1")
+        if self.final_end_confirmations < 2 or self.final_end_offset_interval_s <= 0:
+            raise ValueError("final_end_confirmations must be >= 2 and "
+                             "final_end_offset_interval_s > 0")
 
     @property
     def keymap(self) -> KeyMap:
@@ -392,6 +408,8 @@ class QueueRun:
     targets: dict[int, int] = field(default_factory=dict)
     #: thread -> keys whose targets its final polls did not reach
     unreached: dict[int, dict[int, int]] = field(default_factory=dict)
+    #: thread -> keys it finished at a confirmed end offset below their targets (k -> end)
+    truncated: dict[int, dict[int, int]] = field(default_factory=dict)
     main_start_ns: int = 0
     main_end_ns: int = 0
     final_start_ns: int | None = None
@@ -401,7 +419,8 @@ class QueueRun:
 
     @property
     def final_complete(self) -> bool:
-        """Every final-phase thread read every key up to its target."""
+        """Every final-phase thread read every key up to its target, or up to the end of
+        its partition when that end is confirmed below the target (`truncated`)."""
         return self.final_start_ns is not None and not any(self.unreached.values())
 
 
@@ -429,8 +448,10 @@ class Worker:
             except Exception as e:  # closing is best effort and bounded
                 log.debug("close %s: %s", c.client_id, e)
 
-    def run_op(self, spec: OpSpec) -> Op:
-        """Invoke one op under the current process and record it; renumbers after info."""
+    def run_op(self, spec: OpSpec,
+               annotate: Callable[[Completion], Mapping[str, Any]] | None = None) -> Op:
+        """Invoke one op under the current process and record it; renumbers after info.
+        `annotate` adds extra keys to the client's completion before it is recorded."""
         rec = self.recorder
         if spec.f == "crash" and self.client is None:
             # nothing to tear down: no need to open a client only to crash it
@@ -453,6 +474,8 @@ class Worker:
             log.exception("process %s: %s crashed", self.process, spec.f)
             comp = Completion(INFO, spec.value, {"error": f"indeterminate: "
                                                           f"{exception_text(e)}"})
+        if annotate is not None:
+            comp.extra.update(annotate(comp))
         done = rec.complete(inv, comp.type, comp.value, {**spec.extra, **comp.extra} or None)
         if comp.ends_process:
             self.close_client()
@@ -505,10 +528,40 @@ def _main_worker(w: Worker, gen: QueueGen, stagger: Stagger, stop: threading.Eve
         run.errors.append(f"worker {w.thread}: {exception_text(e)}")
 
 
+def end_offsets_of(op_value: Any) -> dict[int, EndOffset]:
+    """The answers of an ok `end-offsets` completion: `[[k, low, high, epoch], ...]`."""
+    return {row[0]: EndOffset(row[1], row[2], row[3]) for row in op_value or ()}
+
+
+def ask_end_offsets(w: Worker, gate: TruncationGate, remaining: dict[int, int],
+                    read_to: Mapping[int, int]) -> dict[int, int]:
+    """One `end-offsets` op for the keys still to read; the gate sees every answer (a key
+    without one, or a failed op, ends that key's streak) and the keys it confirms are
+    recorded on the completion (`truncated [[k, end], ...]`) and returned (k -> end)."""
+    asked = sorted(remaining)
+
+    def decide(comp: Completion) -> dict[str, Any]:
+        now = time.monotonic()
+        answers = end_offsets_of(comp.value) if comp.type == OK else {}
+        done = []
+        for k in asked:
+            gate.observe(k, answers.get(k), now)
+            e = gate.confirmed_end(k, remaining[k], read_to.get(k, -1))
+            if e is not None:
+                done.append([k, e])
+        return {"truncated": done} if done else {}
+
+    op = w.run_op(OpSpec(END_OFFSETS_F, asked), annotate=decide)
+    return {k: e for k, e in op.get("truncated") or ()} if op.type == OK else {}
+
+
 def _final_worker(w: Worker, targets: dict[int, int], opts: QueueOpts, end: float,
                   abort: threading.Event, rng: random.Random, run: QueueRun) -> None:
     remaining = dict(targets)
     keys = sorted(targets)
+    gate = TruncationGate(opts.final_end_confirmations, opts.final_end_stable_s)
+    read_to: dict[int, int] = {}  # key -> the highest offset this thread's final polls read
+    truncated: dict[int, int] = {}
     try:
         for _ in range(100_000):
             if not remaining or abort.is_set() or time.monotonic() >= end:
@@ -520,14 +573,24 @@ def _final_worker(w: Worker, targets: dict[int, int], opts: QueueOpts, end: floa
             if a.type != OK:
                 wait_until(min(time.monotonic() + 1.0, round_end), abort)
                 continue
+            next_ask = time.monotonic()
             for _ in range(100_000):
                 if not remaining or abort.is_set() or time.monotonic() >= round_end:
                     break
+                if opts.final_end_offsets and time.monotonic() >= next_ask:
+                    next_ask = time.monotonic() + opts.final_end_offset_interval_s
+                    for k, e in ask_end_offsets(w, gate, remaining, read_to).items():
+                        truncated[k] = e
+                        del remaining[k]
+                    if not remaining:
+                        break
                 done = w.run_op(OpSpec("poll", [["poll"]], {"poll_ms": opts.final_poll_ms}))
                 if done.type == OK:
                     for k, o in op_max_offsets(done).items():
+                        read_to[k] = max(read_to.get(k, -1), o)
                         if k in remaining and remaining[k] <= o:
                             del remaining[k]
+                            gate.forget(k)
                 elif w.client is None:  # the process ended: next round, fresh client
                     break
                 pause = rng.uniform(0, 2 * opts.final_poll_interval_s)
@@ -537,6 +600,8 @@ def _final_worker(w: Worker, targets: dict[int, int], opts: QueueOpts, end: floa
         run.errors.append(f"final worker {w.thread}: {exception_text(e)}")
     finally:
         run.unreached[w.thread] = remaining
+        if truncated:
+            run.truncated[w.thread] = truncated
 
 
 def _join(threads: Sequence[threading.Thread], timeout_s: float) -> list[str]:

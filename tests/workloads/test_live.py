@@ -1,6 +1,7 @@
 """The workloads against a live 3-broker cluster, without faults: the queue workload (main
 phase + final polls) must check valid under the default policy with every acknowledged send
-read back in the final phase; the register workload must be linearizable.
+read back in the final phase; the register workload must be linearizable; final reads whose
+target lies past a partition's end stop at the confirmed end (both clients).
 
 One cluster for the module (about 5 s to start); each run is bounded by its deadline, the
 send/poll timeouts and the final phase's time limit."""
@@ -19,7 +20,7 @@ from broker.runtime.cluster import LocalCluster
 from harness.checkers import check
 from harness.clients import open_client
 from harness.history import JsonlWriter, Op, read_jsonl
-from harness.workloads.queue import QueueOpts, QueueRun, run_queue
+from harness.workloads.queue import QueueOpts, QueueRun, final_phase, run_queue
 from harness.workloads.recorder import Recorder
 from harness.workloads.register import RegisterOpts, run_register
 from tests.broker.conftest import start_cluster
@@ -160,3 +161,46 @@ def test_register_linearizable(cluster: LocalCluster, tmp_path: Path) -> None:
     assert writes and reads
     assert any(op.value[1] is not None for op in reads)
     assert len({op.value[0] for op in ops if op.type == "invoke"}) > opts.key_count  # rotated
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+def test_final_reads_stop_at_a_confirmed_end(cluster: LocalCluster, client: str) -> None:
+    """A target past the partition's end (what an unclean election leaves when it truncates
+    a key nobody writes again): the final reads ask the real leaders for the end offsets,
+    read up to the end, confirm it and finish, instead of waiting out their time limit. An
+    acknowledged send recorded at an offset the partition does not have (the truncated
+    write, injected here) is then reported as `truncated_write`."""
+    prefix = "tre" if client == "confluent" else "trk"
+    opts = QueueOpts(client=client, concurrency=2, topic_prefix=prefix, seed=5,
+                     final_time_limit_s=40.0)
+    settings = opts.client_settings(cluster.bootstrap)
+    rec = Recorder(concurrency=2)
+    producer = open_client(client, settings, 4)
+    try:
+        for v in (1, 2, 3):
+            inv = rec.invoke(4, "send", [["send", 0, v]])
+            c = producer.invoke("send", [["send", 0, v]])
+            assert c.type == "ok", c
+            rec.complete(inv, c.type, c.value)
+    finally:
+        producer.close()
+    # the lost write: acknowledged at offset 5 of key 0, which ends at 3, and read there
+    # before the (imagined) truncation, so it is not unseen
+    rec.complete(rec.invoke(6, "send", [["send", 0, 9]]), "ok", [["send", 0, [5, 9]]])
+    rec.complete(rec.invoke(8, "poll", [["poll"]]), "ok", [["poll", {0: [[5, 9]]}]])
+    t0 = time.monotonic()
+    r = final_phase(cluster.bootstrap, opts, rec, {0: 5})
+    took = time.monotonic() - t0
+    ops = rec.ops()
+    assert r.final_complete, (r.unreached, took)
+    assert r.truncated == {0: {0: 3}, 1: {0: 3}}
+    ends = [op for op in ops if op.f == "end-offsets" and op.type == "ok"]
+    # a real leader answered, with its epoch; each thread confirmed the end once
+    assert all(row[0] == 0 and row[2] == 3 and row[3] is not None
+               for op in ends for row in op.value)
+    assert sorted(kv for op in ends for kv in op.get("truncated") or ()) == [[0, 3], [0, 3]]
+    q = check(ops)["queue"]
+    assert q["bad_anomaly_types"] == ["truncated_write"], q["anomalies"]
+    (e,) = q["anomalies"]["truncated_write"]["errs"]
+    assert (e["key"], e["value"], e["offset"], e["end_offset"]) == (0, 9, 5, 3)
