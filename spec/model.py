@@ -43,6 +43,7 @@ Action = tuple[object, ...]
 # preferred (first assigned) replica, which makes the model asymmetric in broker ids.
 _QUIET_TIMERS = (ProduceTimeoutTimer,)
 _SHUTDOWN_RESPONSE = "ControlledShutdownResponse"  # what `_kind` names it
+_LEADER_AND_ISR = "LeaderAndIsrRequest"
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +277,11 @@ def _normalize_versions(w: World) -> World:
                  tuple(sorted(network)), w.ghost)
 
 
+# Messages that travel as one action with their answer in `rpc` network mode.
+_RPC = frozenset({FetchRequest, FetchResponse, OffsetForLeaderEpochRequest,
+                  OffsetForLeaderEpochResponse})
+
+
 def _kind(message: Message) -> str:
     return type(message).__name__
 
@@ -301,7 +307,13 @@ class Model:
         self._timer_plans: dict[frozenset[TimerKey], tuple[
             tuple[TimerKey, str, ev.TimerFired], ...]] = {}
         self._deliveries: dict[int, tuple[InFlight, ev.MessageReceived]] = {}
+        self._received_events: dict[int, tuple[Message, ev.MessageReceived]] = {}
+        self._filled: dict[tuple[int, int], tuple[
+            FetchResponse, tuple[Record, ...], FetchResponse, ev.MessageReceived]] = {}
+        self._rpc = bounds.network == "rpc"
         self._max_leader_epoch = bounds.leader_epochs
+        # whether any effect may be lost (`_droppable`), decided once
+        self._may_drop = bounds.network == "rpc" and bounds.drops > 0
         self._max_controller_epoch = bounds.controller_epochs
 
     def step(self, state: BrokerState, event: ev.Event) -> tuple[BrokerState, list[fx.Effect]]:
@@ -443,12 +455,12 @@ class Model:
         return event
 
     def _tidy(self, w: World) -> World:
-        network = w.network
-        if network:
-            nodes = w.nodes
-            if any(_inert(m, nodes, True) for m in network):
-                w = World(nodes, w.zk, tuple(m for m in network if not _inert(m, nodes, True)),
-                          w.ghost)
+        nodes = w.nodes
+        for m in w.network:
+            if m.kind == _LEADER_AND_ISR and _inert(m, nodes, True):
+                w = World(nodes, w.zk,
+                          tuple(m for m in w.network if not _inert(m, nodes, True)), w.ghost)
+                break
         return _normalize_versions(w)
 
     def _within_bounds(self, w: World) -> bool:
@@ -669,15 +681,16 @@ class Model:
     def _run(
         self, bld: _Builder, queue: deque[tuple[int, ev.Event]]
     ) -> list[_Builder]:
+        states = bld.states
         while queue:
             i, event = queue.popleft()
-            current = bld.states[i]
+            current = states[i]
             if current is None:
                 continue
-            before = _replica(current)
             state, effects = self.step(current, event)
-            bld.states[i] = state
-            self._record_leadership(bld, i, before, _replica(state))
+            if state is not current:  # an unchanged state cannot take up a leadership
+                states[i] = state
+                self._record_leadership(bld, i, _replica(current), _replica(state))
             if effects:
                 return self._effects(bld, i, effects, queue)
         self._observe(bld)
@@ -689,8 +702,9 @@ class Model:
         into one world per option; in rpc mode a replica-fetch response may be lost (within
         the drops bound), which opens the window between a leader acting on a request and
         the follower hearing of it."""
+        may_drop = self._may_drop
         for k, e in enumerate(effects):
-            if isinstance(e, fx.Choose):
+            if type(e) is fx.Choose:
                 branches: list[_Builder] = []
                 for option in range(len(e.options)):
                     b2 = bld.copy()
@@ -699,7 +713,7 @@ class Model:
                     q2.appendleft((i, ev.Chosen(e.key, option)))
                     branches += self._effects(b2, i, effects[k + 1:], q2)
                 return branches
-            if self._droppable(bld, e):
+            if may_drop and self._droppable(bld, e):
                 b2 = bld.copy()
                 b2.choices.append("lost")
                 b2.ghost = b2.ghost._replace(drops=b2.ghost.drops + 1)
@@ -796,23 +810,49 @@ class Model:
             # Metadata caches serve clients; no replication decision reads them. Dropping
             # them is a behaviour the network allows, and keeps the state space small.
             return
-        if isinstance(msg, FetchResponse):
-            msg = self._fill_fetch(bld, src, msg)
+        t = type(msg)
+        event: ev.MessageReceived | None = None
+        if t is FetchResponse:
+            msg, event = self._fill_fetch(bld, src, cast(FetchResponse, msg))
         if dst < 0 or dst >= len(bld.states):
             return
-        rpc = isinstance(msg, (FetchRequest, FetchResponse, OffsetForLeaderEpochRequest,
-                               OffsetForLeaderEpochResponse))
-        if rpc and self.bounds.network == "rpc":
-            if bld.alive(dst):
-                queue.append((dst, ev.MessageReceived(src, msg)))
+        if t in _RPC and self._rpc:
+            if bld.states[dst] is not None:
+                queue.append((dst, self._received(src, msg) if event is None else event))
             return
         bld.sent.append(InFlight(dst, src, _kind(msg), msg))
 
-    def _fill_fetch(self, bld: _Builder, src: int, msg: FetchResponse) -> FetchResponse:
-        recs = bld.disks[src].records[msg.fetch_offset:msg.end_offset]
+    def _received(self, src: int, msg: Message) -> ev.MessageReceived:
+        """The event delivering msg from src. Memoized steps hand out the same effects, so
+        the same message objects come back: one event per message object (held), which
+        the memoized step then finds without comparing dataclasses field by field."""
+        hit = self._received_events.get(id(msg))
+        if hit is not None and hit[0] is msg and hit[1].src == src:
+            return hit[1]
+        if len(self._received_events) >= 100_000:
+            self._received_events.clear()
+        event = ev.MessageReceived(src, msg)
+        self._received_events[id(msg)] = (msg, event)
+        return event
+
+    def _fill_fetch(self, bld: _Builder, src: int,
+                    msg: FetchResponse) -> tuple[FetchResponse, ev.MessageReceived]:
+        """The response with the leader's records from its disk, and the event delivering
+        it; one pair per (response, log) object pair (both held, so ids are not reused):
+        the same response meets the same log again and again."""
+        log = bld.disks[src].records
+        hit = self._filled.get((id(msg), id(log)))
+        if hit is not None and hit[0] is msg and hit[1] is log and hit[3].src == src:
+            return hit[2], hit[3]
+        recs = log[msg.fetch_offset:msg.end_offset]
         batches = tuple(BatchInfo(msg.fetch_offset + k, msg.fetch_offset + k, r[1])
                         for k, r in enumerate(recs))
-        return dataclasses.replace(msg, batches=batches, records=recs)
+        filled = dataclasses.replace(msg, batches=batches, records=recs)
+        event = ev.MessageReceived(src, filled)
+        if len(self._filled) >= 100_000:
+            self._filled.clear()
+        self._filled[(id(msg), id(log))] = (msg, log, filled, event)
+        return filled, event
 
     # ----------------------------------------------------------------------------------
     # ZooKeeper

@@ -324,11 +324,19 @@ class Canonicalizer:
             hit = by_id.get(id(x))
             node_entries.append(hit[1] if hit is not None and hit[0] is x
                                 else entry(self._nodes, x))
-        zk_entry = entry(self._zks, w.zk)
-        ghost_entry = entry(self._ghosts, w.ghost)
-        msg_entries = [entry(self._msgs, m) for m in w.network]
-        ident = tuple([id(e) for e in node_entries] + [id(zk_entry), id(ghost_entry)]
-                      + [id(e) for e in msg_entries])
+        zk = w.zk
+        hit = by_id.get(id(zk))
+        zk_entry = hit[1] if hit is not None and hit[0] is zk else entry(self._zks, zk)
+        ghost = w.ghost
+        hit = by_id.get(id(ghost))
+        ghost_entry = (hit[1] if hit is not None and hit[0] is ghost
+                       else entry(self._ghosts, ghost))
+        msg_entries = []
+        for m in w.network:
+            hit = by_id.get(id(m))
+            msg_entries.append(hit[1] if hit is not None and hit[0] is m
+                               else entry(self._msgs, m))
+        ident = tuple(map(id, [*node_entries, zk_entry, ghost_entry, *msg_entries]))
         found = self._keys.get(ident)
         if found is None:
             found = self._compute_key(w, node_entries, zk_entry, ghost_entry, msg_entries)
