@@ -44,6 +44,7 @@ Action = tuple[object, ...]
 _QUIET_TIMERS = (ProduceTimeoutTimer,)
 _SHUTDOWN_RESPONSE = "ControlledShutdownResponse"  # what `_kind` names it
 _LEADER_AND_ISR = "LeaderAndIsrRequest"
+_STARTED = ev.Started()
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +197,9 @@ def _inert(m: InFlight, nodes: tuple[Node, ...] | list[Node], broker_epoch_check
 _versions_cache: dict[int, tuple[BrokerState, frozenset[int]]] = {}
 # A state renumbered by a version order, by (state identity, order): shared results.
 _renumbered: dict[tuple[int, tuple[int, ...]], tuple[BrokerState, BrokerState]] = {}
+# The same for LeaderAndIsr requests in flight: shared renumbered messages keep the caches
+# keyed by message identity (delivery events, canonical-key parts) effective.
+_renumbered_msgs: dict[tuple[int, tuple[int, ...]], tuple[InFlight, InFlight]] = {}
 
 
 def _normalize_versions(w: World) -> World:
@@ -264,8 +268,15 @@ def _normalize_versions(w: World) -> World:
     network = []
     for m in w.network:
         if isinstance(m.message, LeaderAndIsrRequest):
-            infos = tuple(i._replace(zk_version=rank[i.zk_version]) for i in m.message.partitions)
-            m = m._replace(message=dataclasses.replace(m.message, partitions=infos))
+            moved = _renumbered_msgs.get((id(m), key))
+            if moved is None or moved[0] is not m:
+                infos = tuple(i._replace(zk_version=rank[i.zk_version])
+                              for i in m.message.partitions)
+                if len(_renumbered_msgs) >= 100_000:
+                    _renumbered_msgs.clear()
+                moved = _renumbered_msgs[(id(m), key)] = (m, m._replace(
+                    message=dataclasses.replace(m.message, partitions=infos)))
+            m = moved[1]
         network.append(m)
     pending = tuple(
         pw._replace(write=dataclasses.replace(
@@ -311,6 +322,7 @@ class Model:
         self._filled: dict[tuple[int, int], tuple[
             FetchResponse, tuple[Record, ...], FetchResponse, ev.MessageReceived]] = {}
         self._rpc = bounds.network == "rpc"
+        self._recovered: dict[tuple[int, tuple[DurableReplica, ...]], BrokerState] = {}
         self._max_leader_epoch = bounds.leader_epochs
         # whether any effect may be lost (`_droppable`), decided once
         self._may_drop = bounds.network == "rpc" and bounds.drops > 0
@@ -649,11 +661,18 @@ class Model:
             epochs=d.epochs,
             hw_checkpoint=d.hw_checkpoint,
         )
-        state = recover(i, self.config, (durable,) if d.records or d.epochs else ())
+        what = (i, (durable,) if d.records or d.epochs else ())
+        state = self._recovered.get(what)
+        if state is None:
+            # `recover` is pure: one state object per input keeps the memoized step and the
+            # canonical key's state interning on their identity fast paths
+            if len(self._recovered) >= 100_000:
+                self._recovered.clear()
+            state = self._recovered[what] = recover(i, self.config, what[1])
         nodes = list(w.nodes)
         nodes[i] = Node(state, d)
         w2 = w._replace(nodes=tuple(nodes))
-        return self._act(w2, ("restart", i), i, ev.Started())
+        return self._act(w2, ("restart", i), i, _STARTED)
 
     # ----------------------------------------------------------------------------------
     # running one action to completion
