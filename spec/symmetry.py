@@ -31,6 +31,7 @@ that the invariants observe.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
 import itertools
 from collections.abc import Hashable
@@ -133,6 +134,7 @@ class Canonicalizer:
         # world whose parts were all met before (three in four successors are known states).
         self._keys: dict[tuple[int, ...], Hashable] = {}
         self._resets = 0
+        self._plains: dict[int, tuple[object, Any]] = {}
 
     def _reset_parts(self) -> None:
         """Forget every part, entry and key at once: the key cache names entries by id and
@@ -164,10 +166,12 @@ class Canonicalizer:
 
     def _enc(self, x: Any, k: int) -> Any:
         if x is None or isinstance(x, (int, str)):
+            if self.fingerprints and isinstance(x, enum.Enum):
+                return int(x)  # see `_plain`
             return x
         cls = type(x)
         if cls in _ID_FREE:
-            return x
+            return self._plain(x) if self.fingerprints else x
         if _plan(cls) is not None:
             return self._encoded(x, k)
         if isinstance(x, tuple):
@@ -189,11 +193,14 @@ class Canonicalizer:
         else:
             out = [cls.__name__, *(getattr(x, f.name) for f in dataclasses.fields(x))]
         shift = 0 if isinstance(x, tuple) else 1
+        fp = self.fingerprints
         for i, kind in plan:
             v = out[i + shift]
             if kind == _PLAIN:
                 if v is not None and not isinstance(v, (int, str)):
                     out[i + shift] = self._enc(v, k)
+                elif fp and isinstance(v, enum.Enum):
+                    out[i + shift] = int(v)  # see `_plain`
             elif kind == _ID:
                 if isinstance(v, int):
                     out[i + shift] = p[v] if v >= 0 else v
@@ -216,6 +223,21 @@ class Canonicalizer:
             else:  # _LEADERS: (epoch, broker) pairs
                 out[i + shift] = tuple(sorted([(e, p[b]) for e, b in v]))
         return tuple(out)
+
+    def _plain(self, x: Any) -> Any:
+        """With fingerprints, a broker-id-free value as builtin data (tuples, ints, strings):
+        codes are digests of an encoding's text, and the Python-level reprs of named tuples,
+        dataclasses and enums cost more than the rest of the digest. Types are dropped, as
+        equality of named tuples drops them: every position in a world holds one type.
+        Cached by identity (held, so the id is not reused)."""
+        hit = self._plains.get(id(x))
+        if hit is not None and hit[0] is x:
+            return hit[1]
+        plain = _plain_value(x)
+        if len(self._plains) >= self.cache_size:
+            self._plains.clear()
+        self._plains[id(x)] = (x, plain)
+        return plain
 
     # -- canonical key -------------------------------------------------------------------
 
@@ -370,6 +392,19 @@ class Canonicalizer:
         if self.fingerprints:
             return int.from_bytes(hashlib.blake2b(b"".join(best), digest_size=16).digest())
         return best
+
+
+def _plain_value(x: Any) -> Any:
+    if isinstance(x, enum.Enum):
+        return int(x)  # every enum in a world is an IntEnum
+    if isinstance(x, (int, str)) or x is None:
+        return x
+    if isinstance(x, tuple):
+        return tuple([_plain_value(v) for v in x])
+    if dataclasses.is_dataclass(x):
+        return (type(x).__name__, *[_plain_value(getattr(x, f.name))
+                                    for f in dataclasses.fields(x)])
+    return x
 
 
 def _node_signature(n: Node) -> Any:
