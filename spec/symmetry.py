@@ -166,7 +166,7 @@ class Canonicalizer:
 
     def _enc(self, x: Any, k: int) -> Any:
         if x is None or isinstance(x, (int, str)):
-            if self.fingerprints and isinstance(x, enum.Enum):
+            if self.fingerprints and isinstance(x, enum.IntEnum):
                 return int(x)  # see `_plain`
             return x
         cls = type(x)
@@ -199,7 +199,7 @@ class Canonicalizer:
             if kind == _PLAIN:
                 if v is not None and not isinstance(v, (int, str)):
                     out[i + shift] = self._enc(v, k)
-                elif fp and isinstance(v, enum.Enum):
+                elif fp and isinstance(v, enum.IntEnum):
                     out[i + shift] = int(v)  # see `_plain`
             elif kind == _ID:
                 if isinstance(v, int):
@@ -395,8 +395,8 @@ class Canonicalizer:
 
 
 def _plain_value(x: Any) -> Any:
-    if isinstance(x, enum.Enum):
-        return int(x)  # every enum in a world is an IntEnum
+    if isinstance(x, enum.IntEnum):  # every enum in a world is an IntEnum
+        return int(x)
     if isinstance(x, (int, str)) or x is None:
         return x
     if isinstance(x, tuple):
