@@ -323,6 +323,7 @@ class Model:
             FetchResponse, tuple[Record, ...], FetchResponse, ev.MessageReceived]] = {}
         self._rpc = bounds.network == "rpc"
         self._recovered: dict[tuple[int, tuple[DurableReplica, ...]], BrokerState] = {}
+        self._produces: dict[int, ev.ProduceReceived] = {}
         self._max_leader_epoch = bounds.leader_epochs
         # whether any effect may be lost (`_droppable`), decided once
         self._may_drop = bounds.network == "rpc" and bounds.drops > 0
@@ -422,7 +423,7 @@ class Model:
                 r = _replica(st)
                 if r is not None and r.role == Role.LEADER:
                     rid = g.next_record
-                    produce = ev.ProduceReceived(rid, TP, b.acks, 1, (rid,))
+                    produce = self._produce(rid)
                     w2 = World(w.nodes, w.zk, w.network, g._replace(next_record=rid + 1))
                     out += self._act(w2, ("produce", i, rid), i, produce)
         out += self._faults(w)
@@ -453,6 +454,15 @@ class Model:
                 self._timer_plans.clear()
             self._timer_plans[timers] = plan
         return plan
+
+    def _produce(self, rid: int) -> ev.ProduceReceived:
+        """The client's produce of record `rid`: one event object per record, so memoized
+        steps find it by identity."""
+        event = self._produces.get(rid)
+        if event is None:
+            event = self._produces[rid] = ev.ProduceReceived(rid, TP, self.bounds.acks, 1,
+                                                             (rid,))
+        return event
 
     def _delivery(self, m: InFlight) -> ev.MessageReceived:
         """The event delivering m; one object per message (held), so the memoized step finds
