@@ -264,7 +264,7 @@ def _normalize_versions(w: World) -> World:
                 _renumbered.clear()
             done = _renumbered[(id(st), key)] = (st, st._replace(replicas=reps,
                                                                  controller=ctl))
-        nodes.append(n._replace(state=done[1]))
+        nodes.append(Node(done[1], n.disk, n.timers, n.inbox))
     network = []
     for m in w.network:
         if isinstance(m.message, LeaderAndIsrRequest):
@@ -284,8 +284,11 @@ def _normalize_versions(w: World) -> World:
             proposed=pw.write.proposed._replace(zk_version=rank[pw.write.proposed.zk_version])))
         for pw in w.zk.pending
     )
+    # The network stays sorted: the ranks keep the versions' order, and messages of other
+    # kinds are unchanged (an in-flight message compares by destination, source and kind
+    # before its content).
     return World(tuple(nodes), w.zk._replace(partition=li(w.zk.partition), pending=pending),
-                 tuple(sorted(network)), w.ghost)
+                 tuple(network), w.ghost)
 
 
 # Messages that travel as one action with their answer in `rpc` network mode.
