@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import assert_never, cast
 
@@ -89,6 +90,12 @@ class Bounds:
                 raise ValueError(f"{name} must not be negative")
 
 
+# NamedTuple constructors without the generated Python-level __new__ (hot paths; the
+# argument tuples are complete, in field order).
+_node = cast("Callable[[type[Node], tuple[object, ...]], Node]", tuple.__new__)
+_world = cast("Callable[[type[World], tuple[object, ...]], World]", tuple.__new__)
+
+
 class _Builder:
     """A world under construction during one action: mutable columns per broker, copied
     when the action branches, turned back into a World once at the end."""
@@ -151,13 +158,13 @@ class _Builder:
                 if st is n.state and d is n.disk and inbox is n.inbox:
                     nodes.append(n)
                 else:
-                    nodes.append(Node(st, d, n.timers, inbox))
+                    nodes.append(_node(Node, (st, d, n.timers, inbox)))
             else:
-                nodes.append(Node(st, d, frozenset(t), inbox))
+                nodes.append(_node(Node, (st, d, frozenset(t), inbox)))
         network = self.network
         if self.sent:
             network = tuple(sorted(network + tuple(self.sent)))
-        return World(tuple(nodes), self.zk, network, self.ghost)
+        return _world(World, (tuple(nodes), self.zk, network, self.ghost))
 
 
 _WATCH_KIND: dict[type, str] = {
@@ -404,7 +411,8 @@ class Model:
             if m.kind == _SHUTDOWN_RESPONSE:
                 continue  # its delivery stops the broker: `_shutdowns`
             rest = network[:k] + network[k + 1:]
-            out += self._act(World(w.nodes, w.zk, rest, g), ("deliver", m.dst, m.src, m.kind, k),
+            out += self._act(_world(World, (w.nodes, w.zk, rest, g)),
+                             ("deliver", m.dst, m.src, m.kind, k),
                              m.dst, self._delivery(m))
             if g.drops < b.drops:
                 out.append((("drop", m.dst, m.src, m.kind, k),
