@@ -14,7 +14,7 @@ import dataclasses
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import assert_never, cast
+from typing import TypeVar, assert_never, cast
 
 from core import effects as fx
 from core import events as ev
@@ -94,6 +94,28 @@ class Bounds:
 # argument tuples are complete, in field order).
 _node = cast("Callable[[type[Node], tuple[object, ...]], Node]", tuple.__new__)
 _world = cast("Callable[[type[World], tuple[object, ...]], World]", tuple.__new__)
+
+
+_T = TypeVar("_T", bound=tuple[object, ...])
+
+
+def _set1(t: _T, index: int, value: object) -> _T:
+    """NamedTuple t with field `index` replaced: `_replace` without its Python-level
+    keyword machinery (hot paths)."""
+    fields = list(t)
+    fields[index] = value
+    return tuple.__new__(type(t), fields)
+
+
+_DISK_RECORDS = Disk._fields.index("records")
+_DISK_EPOCHS = Disk._fields.index("epochs")
+_DISK_HW = Disk._fields.index("hw_checkpoint")
+_GHOST_NEXT_RECORD = Ghost._fields.index("next_record")
+_GHOST_ACKED = Ghost._fields.index("acked")
+_GHOST_EXPOSED = Ghost._fields.index("exposed")
+_GHOST_CONFLICT = Ghost._fields.index("conflicting_exposure")
+_GHOST_LEADERS = Ghost._fields.index("leaders")
+_ZK_PARTITION = Zk._fields.index("partition")
 
 
 class _Builder:
@@ -435,7 +457,8 @@ class Model:
                 if r is not None and r.role == Role.LEADER:
                     rid = g.next_record
                     produce = self._produce(rid)
-                    w2 = World(w.nodes, w.zk, w.network, g._replace(next_record=rid + 1))
+                    w2 = _world(World, (w.nodes, w.zk, w.network,
+                                        _set1(g, _GHOST_NEXT_RECORD, rid + 1)))
                     out += self._act(w2, ("produce", i, rid), i, produce)
         out += self._faults(w)
         out += self._moves(w)
@@ -783,7 +806,7 @@ class Model:
             return
         if t is fx.CheckpointHighWatermark:
             hw = cast(fx.CheckpointHighWatermark, e).high_watermark
-            bld.disks[i] = bld.disks[i]._replace(hw_checkpoint=hw)
+            bld.disks[i] = _set1(bld.disks[i], _DISK_HW, hw)
             return
         d = bld.disks[i]
         match e:
@@ -792,17 +815,17 @@ class Model:
             case fx.AppendAsLeader(record_count=count, leader_epoch=epoch, records=recs):
                 assert isinstance(recs, tuple) and len(recs) == count
                 new: tuple[Record, ...] = tuple((int(r), epoch) for r in recs)
-                bld.disks[i] = d._replace(records=d.records + new)
+                bld.disks[i] = _set1(d, _DISK_RECORDS, d.records + new)
             case fx.AppendAsFollower(records=recs):
                 assert isinstance(recs, tuple)
-                bld.disks[i] = d._replace(records=d.records + recs)
+                bld.disks[i] = _set1(d, _DISK_RECORDS, d.records + recs)
             case fx.TruncateTo(offset=offset):
                 bld.disks[i] = d._replace(records=d.records[:offset],
                                           durable=min(d.durable, offset))
             case fx.CheckpointHighWatermark(high_watermark=hw):
-                bld.disks[i] = d._replace(hw_checkpoint=hw)
+                bld.disks[i] = _set1(d, _DISK_HW, hw)
             case fx.CheckpointLeaderEpochs(epochs=epochs):
-                bld.disks[i] = d._replace(epochs=epochs)
+                bld.disks[i] = _set1(d, _DISK_EPOCHS, epochs)
             case fx.SetTimer(key=key):
                 bld.timer_set(i).add(key)
             case fx.CancelTimer(key=key):
@@ -818,7 +841,7 @@ class Model:
                     )
             case fx.ProduceReply(request_id=rid, error=error):
                 if error == 0:
-                    bld.ghost = bld.ghost._replace(acked=bld.ghost.acked | {rid})
+                    bld.ghost = _set1(bld.ghost, _GHOST_ACKED, bld.ghost.acked | {rid})
             case fx.ZkRegisterBroker(broker_id=b):
                 self._zk_register(bld, b, queue)
             case fx.ZkElectController(broker_id=b):
@@ -980,7 +1003,7 @@ class Model:
             current is not None and current.zk_version == e.expected_zk_version)
         ok = version_ok and not fenced
         if ok:
-            bld.zk = zk._replace(partition=e.proposed)
+            bld.zk = _set1(zk, _ZK_PARTITION, e.proposed)
             self._observe_shutdown_write(bld, i, e)
         queue.append((i, ev.PartitionStateWritten(e.tp, e.proposed, e.by_controller, ok, fenced,
                                                   current)))
@@ -999,7 +1022,8 @@ class Model:
             return
         entry = (after.leader_epoch, i)
         if entry not in bld.ghost.leaders:
-            bld.ghost = bld.ghost._replace(leaders=tuple(sorted((*bld.ghost.leaders, entry))))
+            bld.ghost = _set1(bld.ghost, _GHOST_LEADERS,
+                              tuple(sorted((*bld.ghost.leaders, entry))))
 
     def _observe(self, bld: _Builder) -> None:
         """Extend the ghost of exposed records with every leader's HW prefix."""
@@ -1016,7 +1040,7 @@ class Model:
             elif len(prefix) > len(exposed):
                 exposed = prefix
         if exposed != g.exposed or conflict != g.conflicting_exposure:
-            bld.ghost = g._replace(exposed=exposed, conflicting_exposure=conflict)
+            bld.ghost = _set1(_set1(g, _GHOST_EXPOSED, exposed), _GHOST_CONFLICT, conflict)
 
 
 def _replica(state: BrokerState | None) -> ReplicaState | None:
