@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import assert_never, cast
+from typing import TypeVar, assert_never, cast
 
 from core import effects as fx
 from core import events as ev
@@ -43,6 +44,8 @@ Action = tuple[object, ...]
 # preferred (first assigned) replica, which makes the model asymmetric in broker ids.
 _QUIET_TIMERS = (ProduceTimeoutTimer,)
 _SHUTDOWN_RESPONSE = "ControlledShutdownResponse"  # what `_kind` names it
+_LEADER_AND_ISR = "LeaderAndIsrRequest"
+_STARTED = ev.Started()
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +88,34 @@ class Bounds:
                      "leader_moves", "list_offsets", "drops", "duplicates", "shutdowns"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
+
+
+# NamedTuple constructors without the generated Python-level __new__ (hot paths; the
+# argument tuples are complete, in field order).
+_node = cast("Callable[[type[Node], tuple[object, ...]], Node]", tuple.__new__)
+_world = cast("Callable[[type[World], tuple[object, ...]], World]", tuple.__new__)
+
+
+_T = TypeVar("_T", bound=tuple[object, ...])
+
+
+def _set1(t: _T, index: int, value: object) -> _T:
+    """NamedTuple t with field `index` replaced: `_replace` without its Python-level
+    keyword machinery (hot paths)."""
+    fields = list(t)
+    fields[index] = value
+    return tuple.__new__(type(t), fields)
+
+
+_DISK_RECORDS = Disk._fields.index("records")
+_DISK_EPOCHS = Disk._fields.index("epochs")
+_DISK_HW = Disk._fields.index("hw_checkpoint")
+_GHOST_NEXT_RECORD = Ghost._fields.index("next_record")
+_GHOST_ACKED = Ghost._fields.index("acked")
+_GHOST_EXPOSED = Ghost._fields.index("exposed")
+_GHOST_CONFLICT = Ghost._fields.index("conflicting_exposure")
+_GHOST_LEADERS = Ghost._fields.index("leaders")
+_ZK_PARTITION = Zk._fields.index("partition")
 
 
 class _Builder:
@@ -149,13 +180,13 @@ class _Builder:
                 if st is n.state and d is n.disk and inbox is n.inbox:
                     nodes.append(n)
                 else:
-                    nodes.append(Node(st, d, n.timers, inbox))
+                    nodes.append(_node(Node, (st, d, n.timers, inbox)))
             else:
-                nodes.append(Node(st, d, frozenset(t), inbox))
+                nodes.append(_node(Node, (st, d, frozenset(t), inbox)))
         network = self.network
         if self.sent:
             network = tuple(sorted(network + tuple(self.sent)))
-        return World(tuple(nodes), self.zk, network, self.ghost)
+        return _world(World, (tuple(nodes), self.zk, network, self.ghost))
 
 
 _WATCH_KIND: dict[type, str] = {
@@ -195,6 +226,9 @@ def _inert(m: InFlight, nodes: tuple[Node, ...] | list[Node], broker_epoch_check
 _versions_cache: dict[int, tuple[BrokerState, frozenset[int]]] = {}
 # A state renumbered by a version order, by (state identity, order): shared results.
 _renumbered: dict[tuple[int, tuple[int, ...]], tuple[BrokerState, BrokerState]] = {}
+# The same for LeaderAndIsr requests in flight: shared renumbered messages keep the caches
+# keyed by message identity (delivery events, canonical-key parts) effective.
+_renumbered_msgs: dict[tuple[int, tuple[int, ...]], tuple[InFlight, InFlight]] = {}
 
 
 def _normalize_versions(w: World) -> World:
@@ -259,12 +293,19 @@ def _normalize_versions(w: World) -> World:
                 _renumbered.clear()
             done = _renumbered[(id(st), key)] = (st, st._replace(replicas=reps,
                                                                  controller=ctl))
-        nodes.append(n._replace(state=done[1]))
+        nodes.append(Node(done[1], n.disk, n.timers, n.inbox))
     network = []
     for m in w.network:
         if isinstance(m.message, LeaderAndIsrRequest):
-            infos = tuple(i._replace(zk_version=rank[i.zk_version]) for i in m.message.partitions)
-            m = m._replace(message=dataclasses.replace(m.message, partitions=infos))
+            moved = _renumbered_msgs.get((id(m), key))
+            if moved is None or moved[0] is not m:
+                infos = tuple(i._replace(zk_version=rank[i.zk_version])
+                              for i in m.message.partitions)
+                if len(_renumbered_msgs) >= 100_000:
+                    _renumbered_msgs.clear()
+                moved = _renumbered_msgs[(id(m), key)] = (m, m._replace(
+                    message=dataclasses.replace(m.message, partitions=infos)))
+            m = moved[1]
         network.append(m)
     pending = tuple(
         pw._replace(write=dataclasses.replace(
@@ -272,8 +313,16 @@ def _normalize_versions(w: World) -> World:
             proposed=pw.write.proposed._replace(zk_version=rank[pw.write.proposed.zk_version])))
         for pw in w.zk.pending
     )
+    # The network stays sorted: the ranks keep the versions' order, and messages of other
+    # kinds are unchanged (an in-flight message compares by destination, source and kind
+    # before its content).
     return World(tuple(nodes), w.zk._replace(partition=li(w.zk.partition), pending=pending),
-                 tuple(sorted(network)), w.ghost)
+                 tuple(network), w.ghost)
+
+
+# Messages that travel as one action with their answer in `rpc` network mode.
+_RPC = frozenset({FetchRequest, FetchResponse, OffsetForLeaderEpochRequest,
+                  OffsetForLeaderEpochResponse})
 
 
 def _kind(message: Message) -> str:
@@ -301,7 +350,15 @@ class Model:
         self._timer_plans: dict[frozenset[TimerKey], tuple[
             tuple[TimerKey, str, ev.TimerFired], ...]] = {}
         self._deliveries: dict[int, tuple[InFlight, ev.MessageReceived]] = {}
+        self._received_events: dict[int, tuple[Message, ev.MessageReceived]] = {}
+        self._filled: dict[tuple[int, int], tuple[
+            FetchResponse, tuple[Record, ...], FetchResponse, ev.MessageReceived]] = {}
+        self._rpc = bounds.network == "rpc"
+        self._recovered: dict[tuple[int, tuple[DurableReplica, ...]], BrokerState] = {}
+        self._produces: dict[int, ev.ProduceReceived] = {}
         self._max_leader_epoch = bounds.leader_epochs
+        # whether any effect may be lost (`_droppable`), decided once
+        self._may_drop = bounds.network == "rpc" and bounds.drops > 0
         self._max_controller_epoch = bounds.controller_epochs
 
     def step(self, state: BrokerState, event: ev.Event) -> tuple[BrokerState, list[fx.Effect]]:
@@ -376,7 +433,8 @@ class Model:
             if m.kind == _SHUTDOWN_RESPONSE:
                 continue  # its delivery stops the broker: `_shutdowns`
             rest = network[:k] + network[k + 1:]
-            out += self._act(World(w.nodes, w.zk, rest, g), ("deliver", m.dst, m.src, m.kind, k),
+            out += self._act(_world(World, (w.nodes, w.zk, rest, g)),
+                             ("deliver", m.dst, m.src, m.kind, k),
                              m.dst, self._delivery(m))
             if g.drops < b.drops:
                 out.append((("drop", m.dst, m.src, m.kind, k),
@@ -398,8 +456,9 @@ class Model:
                 r = _replica(st)
                 if r is not None and r.role == Role.LEADER:
                     rid = g.next_record
-                    produce = ev.ProduceReceived(rid, TP, b.acks, 1, (rid,))
-                    w2 = World(w.nodes, w.zk, w.network, g._replace(next_record=rid + 1))
+                    produce = self._produce(rid)
+                    w2 = _world(World, (w.nodes, w.zk, w.network,
+                                        _set1(g, _GHOST_NEXT_RECORD, rid + 1)))
                     out += self._act(w2, ("produce", i, rid), i, produce)
         out += self._faults(w)
         out += self._moves(w)
@@ -430,6 +489,15 @@ class Model:
             self._timer_plans[timers] = plan
         return plan
 
+    def _produce(self, rid: int) -> ev.ProduceReceived:
+        """The client's produce of record `rid`: one event object per record, so memoized
+        steps find it by identity."""
+        event = self._produces.get(rid)
+        if event is None:
+            event = self._produces[rid] = ev.ProduceReceived(rid, TP, self.bounds.acks, 1,
+                                                             (rid,))
+        return event
+
     def _delivery(self, m: InFlight) -> ev.MessageReceived:
         """The event delivering m; one object per message (held), so the memoized step finds
         it by identity-cheap equality."""
@@ -443,12 +511,12 @@ class Model:
         return event
 
     def _tidy(self, w: World) -> World:
-        network = w.network
-        if network:
-            nodes = w.nodes
-            if any(_inert(m, nodes, True) for m in network):
-                w = World(nodes, w.zk, tuple(m for m in network if not _inert(m, nodes, True)),
-                          w.ghost)
+        nodes = w.nodes
+        for m in w.network:
+            if m.kind == _LEADER_AND_ISR and _inert(m, nodes, True):
+                w = World(nodes, w.zk,
+                          tuple(m for m in w.network if not _inert(m, nodes, True)), w.ghost)
+                break
         return _normalize_versions(w)
 
     def _within_bounds(self, w: World) -> bool:
@@ -637,11 +705,18 @@ class Model:
             epochs=d.epochs,
             hw_checkpoint=d.hw_checkpoint,
         )
-        state = recover(i, self.config, (durable,) if d.records or d.epochs else ())
+        what = (i, (durable,) if d.records or d.epochs else ())
+        state = self._recovered.get(what)
+        if state is None:
+            # `recover` is pure: one state object per input keeps the memoized step and the
+            # canonical key's state interning on their identity fast paths
+            if len(self._recovered) >= 100_000:
+                self._recovered.clear()
+            state = self._recovered[what] = recover(i, self.config, what[1])
         nodes = list(w.nodes)
         nodes[i] = Node(state, d)
         w2 = w._replace(nodes=tuple(nodes))
-        return self._act(w2, ("restart", i), i, ev.Started())
+        return self._act(w2, ("restart", i), i, _STARTED)
 
     # ----------------------------------------------------------------------------------
     # running one action to completion
@@ -669,15 +744,16 @@ class Model:
     def _run(
         self, bld: _Builder, queue: deque[tuple[int, ev.Event]]
     ) -> list[_Builder]:
+        states = bld.states
         while queue:
             i, event = queue.popleft()
-            current = bld.states[i]
+            current = states[i]
             if current is None:
                 continue
-            before = _replica(current)
             state, effects = self.step(current, event)
-            bld.states[i] = state
-            self._record_leadership(bld, i, before, _replica(state))
+            if state is not current:  # an unchanged state cannot take up a leadership
+                states[i] = state
+                self._record_leadership(bld, i, _replica(current), _replica(state))
             if effects:
                 return self._effects(bld, i, effects, queue)
         self._observe(bld)
@@ -689,8 +765,9 @@ class Model:
         into one world per option; in rpc mode a replica-fetch response may be lost (within
         the drops bound), which opens the window between a leader acting on a request and
         the follower hearing of it."""
+        may_drop = self._may_drop
         for k, e in enumerate(effects):
-            if isinstance(e, fx.Choose):
+            if type(e) is fx.Choose:
                 branches: list[_Builder] = []
                 for option in range(len(e.options)):
                     b2 = bld.copy()
@@ -699,7 +776,7 @@ class Model:
                     q2.appendleft((i, ev.Chosen(e.key, option)))
                     branches += self._effects(b2, i, effects[k + 1:], q2)
                 return branches
-            if self._droppable(bld, e):
+            if may_drop and self._droppable(bld, e):
                 b2 = bld.copy()
                 b2.choices.append("lost")
                 b2.ghost = b2.ghost._replace(drops=b2.ghost.drops + 1)
@@ -729,7 +806,7 @@ class Model:
             return
         if t is fx.CheckpointHighWatermark:
             hw = cast(fx.CheckpointHighWatermark, e).high_watermark
-            bld.disks[i] = bld.disks[i]._replace(hw_checkpoint=hw)
+            bld.disks[i] = _set1(bld.disks[i], _DISK_HW, hw)
             return
         d = bld.disks[i]
         match e:
@@ -738,17 +815,17 @@ class Model:
             case fx.AppendAsLeader(record_count=count, leader_epoch=epoch, records=recs):
                 assert isinstance(recs, tuple) and len(recs) == count
                 new: tuple[Record, ...] = tuple((int(r), epoch) for r in recs)
-                bld.disks[i] = d._replace(records=d.records + new)
+                bld.disks[i] = _set1(d, _DISK_RECORDS, d.records + new)
             case fx.AppendAsFollower(records=recs):
                 assert isinstance(recs, tuple)
-                bld.disks[i] = d._replace(records=d.records + recs)
+                bld.disks[i] = _set1(d, _DISK_RECORDS, d.records + recs)
             case fx.TruncateTo(offset=offset):
                 bld.disks[i] = d._replace(records=d.records[:offset],
                                           durable=min(d.durable, offset))
             case fx.CheckpointHighWatermark(high_watermark=hw):
-                bld.disks[i] = d._replace(hw_checkpoint=hw)
+                bld.disks[i] = _set1(d, _DISK_HW, hw)
             case fx.CheckpointLeaderEpochs(epochs=epochs):
-                bld.disks[i] = d._replace(epochs=epochs)
+                bld.disks[i] = _set1(d, _DISK_EPOCHS, epochs)
             case fx.SetTimer(key=key):
                 bld.timer_set(i).add(key)
             case fx.CancelTimer(key=key):
@@ -764,7 +841,7 @@ class Model:
                     )
             case fx.ProduceReply(request_id=rid, error=error):
                 if error == 0:
-                    bld.ghost = bld.ghost._replace(acked=bld.ghost.acked | {rid})
+                    bld.ghost = _set1(bld.ghost, _GHOST_ACKED, bld.ghost.acked | {rid})
             case fx.ZkRegisterBroker(broker_id=b):
                 self._zk_register(bld, b, queue)
             case fx.ZkElectController(broker_id=b):
@@ -796,23 +873,49 @@ class Model:
             # Metadata caches serve clients; no replication decision reads them. Dropping
             # them is a behaviour the network allows, and keeps the state space small.
             return
-        if isinstance(msg, FetchResponse):
-            msg = self._fill_fetch(bld, src, msg)
+        t = type(msg)
+        event: ev.MessageReceived | None = None
+        if t is FetchResponse:
+            msg, event = self._fill_fetch(bld, src, cast(FetchResponse, msg))
         if dst < 0 or dst >= len(bld.states):
             return
-        rpc = isinstance(msg, (FetchRequest, FetchResponse, OffsetForLeaderEpochRequest,
-                               OffsetForLeaderEpochResponse))
-        if rpc and self.bounds.network == "rpc":
-            if bld.alive(dst):
-                queue.append((dst, ev.MessageReceived(src, msg)))
+        if t in _RPC and self._rpc:
+            if bld.states[dst] is not None:
+                queue.append((dst, self._received(src, msg) if event is None else event))
             return
         bld.sent.append(InFlight(dst, src, _kind(msg), msg))
 
-    def _fill_fetch(self, bld: _Builder, src: int, msg: FetchResponse) -> FetchResponse:
-        recs = bld.disks[src].records[msg.fetch_offset:msg.end_offset]
+    def _received(self, src: int, msg: Message) -> ev.MessageReceived:
+        """The event delivering msg from src. Memoized steps hand out the same effects, so
+        the same message objects come back: one event per message object (held), which
+        the memoized step then finds without comparing dataclasses field by field."""
+        hit = self._received_events.get(id(msg))
+        if hit is not None and hit[0] is msg and hit[1].src == src:
+            return hit[1]
+        if len(self._received_events) >= 100_000:
+            self._received_events.clear()
+        event = ev.MessageReceived(src, msg)
+        self._received_events[id(msg)] = (msg, event)
+        return event
+
+    def _fill_fetch(self, bld: _Builder, src: int,
+                    msg: FetchResponse) -> tuple[FetchResponse, ev.MessageReceived]:
+        """The response with the leader's records from its disk, and the event delivering
+        it; one pair per (response, log) object pair (both held, so ids are not reused):
+        the same response meets the same log again and again."""
+        log = bld.disks[src].records
+        hit = self._filled.get((id(msg), id(log)))
+        if hit is not None and hit[0] is msg and hit[1] is log and hit[3].src == src:
+            return hit[2], hit[3]
+        recs = log[msg.fetch_offset:msg.end_offset]
         batches = tuple(BatchInfo(msg.fetch_offset + k, msg.fetch_offset + k, r[1])
                         for k, r in enumerate(recs))
-        return dataclasses.replace(msg, batches=batches, records=recs)
+        filled = dataclasses.replace(msg, batches=batches, records=recs)
+        event = ev.MessageReceived(src, filled)
+        if len(self._filled) >= 100_000:
+            self._filled.clear()
+        self._filled[(id(msg), id(log))] = (msg, log, filled, event)
+        return filled, event
 
     # ----------------------------------------------------------------------------------
     # ZooKeeper
@@ -900,7 +1003,7 @@ class Model:
             current is not None and current.zk_version == e.expected_zk_version)
         ok = version_ok and not fenced
         if ok:
-            bld.zk = zk._replace(partition=e.proposed)
+            bld.zk = _set1(zk, _ZK_PARTITION, e.proposed)
             self._observe_shutdown_write(bld, i, e)
         queue.append((i, ev.PartitionStateWritten(e.tp, e.proposed, e.by_controller, ok, fenced,
                                                   current)))
@@ -919,7 +1022,8 @@ class Model:
             return
         entry = (after.leader_epoch, i)
         if entry not in bld.ghost.leaders:
-            bld.ghost = bld.ghost._replace(leaders=tuple(sorted((*bld.ghost.leaders, entry))))
+            bld.ghost = _set1(bld.ghost, _GHOST_LEADERS,
+                              tuple(sorted((*bld.ghost.leaders, entry))))
 
     def _observe(self, bld: _Builder) -> None:
         """Extend the ghost of exposed records with every leader's HW prefix."""
@@ -936,7 +1040,7 @@ class Model:
             elif len(prefix) > len(exposed):
                 exposed = prefix
         if exposed != g.exposed or conflict != g.conflicting_exposure:
-            bld.ghost = g._replace(exposed=exposed, conflicting_exposure=conflict)
+            bld.ghost = _set1(_set1(g, _GHOST_EXPOSED, exposed), _GHOST_CONFLICT, conflict)
 
 
 def _replica(state: BrokerState | None) -> ReplicaState | None:

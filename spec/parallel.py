@@ -27,7 +27,6 @@ so each worker's share of the next level follows its share of this one.
 from __future__ import annotations
 
 import contextlib
-import heapq
 import multiprocessing as mp
 import time
 from collections.abc import Callable, Hashable
@@ -159,8 +158,12 @@ def bfs(
             for positions, counts, _ in reports:
                 for pos, c in zip(positions, counts, strict=True):
                     n_succ[pos] = c
-            merged = heapq.merge(*[[(c[0], c[1], wid, i) for i, c in enumerate(r[2])]
-                                   for wid, r in enumerate(reports)])
+            # Each worker's list is in (position, successor index) order and every parent
+            # position belongs to one worker: sorting the concatenation merges the runs (in
+            # C, which heapq.merge's generator is not).
+            merged = [(c[0], c[1], wid, i) for wid, r in enumerate(reports)
+                      for i, c in enumerate(r[2])]
+            merged.sort()
             keep: list[list[tuple[int, int]]] = [[] for _ in reports]
             next_keys: list[Hashable] = []
             done_before = 0  # transitions of parents before the current one in this level

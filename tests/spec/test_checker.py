@@ -173,3 +173,35 @@ def test_the_search_runs_without_the_cyclic_collector_and_restores_it() -> None:
           progress=lambda *_: seen.append(gc.isenabled()))
     assert seen and not any(seen)
     assert gc.isenabled()
+
+
+def test_successors_keep_the_network_sorted_through_version_renumbering(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`World.network` is a sorted multiset (neighbouring duplicates, canonical keys); the
+    version renumbering relies on its ranks keeping the messages' order instead of sorting
+    again."""
+    from collections import deque
+
+    from spec import model as spec_model
+    from spec.world import World
+
+    renumbered_in_flight = [0]
+    original = spec_model._normalize_versions
+
+    def counting(w: World) -> World:
+        out = original(w)
+        if out is not w and any(m.kind == "LeaderAndIsrRequest" for m in w.network):
+            renumbered_in_flight[0] += 1
+        return out
+
+    monkeypatch.setattr(spec_model, "_normalize_versions", counting)
+    model = Model(ProtocolConfig(), Bounds(brokers=3, records=1, leader_epochs=2, crashes=1))
+    frontier = deque([model.initial()])
+    seen = 0
+    while frontier and seen < 5000:
+        w = frontier.popleft()
+        for _, nxt in model.successors(w):
+            assert list(nxt.network) == sorted(nxt.network)
+            seen += 1
+            frontier.append(nxt)
+    assert renumbered_in_flight[0] > 50
