@@ -135,7 +135,7 @@ def test_seeds_that_draw_no_new_fault_run_as_before() -> None:
 #  what tells it): each also passes with the switch off (the fixed protocol).
 FOUND_BY_SWARM = [
     ("unfenced-truncation", 10, "strong_isr"),
-    ("kip-320-first-try", 22, "strong_isr"),
+    ("kip-320-first-try", 40, "strong_isr"),  # seed 22 until seed 313738's fix
     ("hw-over-committed-isr", 29, "strong_isr"),
     ("no-fetch-epoch-fencing", 40, "strong_isr"),
     ("no-controller-epoch-check", 172, "controller_cache_matches_zk"),
