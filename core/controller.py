@@ -62,6 +62,10 @@ class ControllerState(NamedTuple):
     partitions: tuple[PartitionContext, ...]  # sorted by tp
     pending: tuple[PendingElection, ...] = ()
     shutting_down: tuple[int, ...] = ()
+    # One entry per partition-state write of ours not yet answered. Kafka's controller
+    # writes synchronously (its event queue waits for ZooKeeper's answer), ours does not:
+    # while a write is in flight, our cached state may be about to change.
+    writing: tuple[TopicPartition, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------
@@ -223,6 +227,21 @@ def _reconcile_all(c: ControllerState, cfg: ProtocolConfig) -> tuple[ControllerS
     return c, out
 
 
+def note_writes(c: ControllerState, out: Effects) -> ControllerState:
+    """Count the partition-state writes among `out` as in flight (node.py calls this on
+    every controller transition's result)."""
+    tps = tuple(e.tp for e in out if isinstance(e, fx.ZkWritePartitionState) and e.by_controller)
+    return c._replace(writing=(*c.writing, *tps)) if tps else c
+
+
+def _answered(c: ControllerState, tp: TopicPartition) -> ControllerState:
+    """One write of ours for `tp` was answered."""
+    if tp not in c.writing:
+        return c  # a write of an earlier controllership of ours
+    i = c.writing.index(tp)
+    return c._replace(writing=c.writing[:i] + c.writing[i + 1:])
+
+
 # ---------------------------------------------------------------------------------------
 # events
 
@@ -276,8 +295,16 @@ def on_brokers_changed(
     if started:
         # A (re)started broker takes its old replicas back: it learns the current state of
         # every partition it hosts and starts following.
+        # fix: not a partition whose write of ours is in flight: its cache may be stale (a
+        # leader's ISR write whose notification died with the leader) and about to be
+        # replaced. A restarted leader was told it still led with the stale ISR, without a
+        # member ZooKeeper's ISR held, and advanced its HW past that member's log (harness/sim
+        # seed 313738, strong_isr). Kafka elects before it handles the startup, so the write's
+        # answer tells the broker (ok: LeaderAndIsr to every live replica; a version
+        # conflict: below; fenced: the next controller tells everyone).
         out += _update_metadata(c)
-        out += _leader_and_isr(c, c.partitions, frozenset(b.broker_id for b in started))
+        settled = tuple(p for p in c.partitions if p.tp not in c.writing)
+        out += _leader_and_isr(c, settled, frozenset(b.broker_id for b in started))
     c, e = _reconcile_all(c, cfg)
     return c, out + e
 
@@ -384,13 +411,20 @@ def on_partition_written(
     (returns None). Version conflict: refresh from ZooKeeper and decide again."""
     if fenced:
         return None, []
+    c = _answered(c, tp)
     ctx = _context(c, tp)
     if ctx is None:
         return c, []
     if not ok:
         ctx = ctx._replace(state=current)
         c = _with_context(c, ctx)
-        return _reconcile(c, ctx, cfg)
+        c, e = _reconcile(c, ctx, cfg)
+        if e or tp in c.writing or current is None:
+            return c, e
+        # fix: ZooKeeper's state stands and nothing of ours is in flight for it: tell the
+        # replicas what was read (a broker started while the write was in flight was not
+        # told; those that know this leader epoch already ignore it).
+        return c, _leader_and_isr(c, (ctx,)) + _update_metadata(c)
     ctx = ctx._replace(state=proposed)
     c = _with_context(c, ctx)
     out = _leader_and_isr(c, (ctx,)) + _update_metadata(c)

@@ -140,7 +140,7 @@ def _on_topic_config_changed(
     if state.controller is None:
         return state, []
     c, out = ctl.on_topic_config_changed(state.controller, e.topic, e.config, state.config)
-    return state._replace(controller=c), out
+    return state._replace(controller=ctl.note_writes(c, out)), out
 
 
 def _put(state: BrokerState, r: rep.ReplicaState) -> BrokerState:
@@ -176,23 +176,23 @@ def step(state: BrokerState, event: ev.Event) -> tuple[BrokerState, Effects]:
             if state.controller is None:
                 return state, []
             c, out = ctl.on_brokers_changed(state.controller, live, cfg)
-            return state._replace(controller=c), out
+            return state._replace(controller=ctl.note_writes(c, out)), out
         case ev.TopicsChanged(partitions=parts):
             if state.controller is None:
                 return state, []
             c, out = ctl.on_topics_changed(state.controller, parts, cfg)
             state = _learn_topic_configs(state, parts)
-            return state._replace(controller=c), out
+            return state._replace(controller=ctl.note_writes(c, out)), out
         case ev.TopicsDeleted(topics=topics):
             if state.controller is None:
                 return state, []
             c, out = ctl.on_topics_deleted(state.controller, topics)
-            return state._replace(controller=c), out
+            return state._replace(controller=ctl.note_writes(c, out)), out
         case ev.IsrChanged(partitions=parts):
             if state.controller is None:
                 return state, []
             c, out = ctl.on_isr_changed(state.controller, parts)
-            return state._replace(controller=c), out
+            return state._replace(controller=ctl.note_writes(c, out)), out
         case ev.PartitionStateWritten():
             return _on_partition_written(state, event, cfg)
         case ev.TopicConfigChanged():
@@ -201,7 +201,7 @@ def step(state: BrokerState, event: ev.Event) -> tuple[BrokerState, Effects]:
             if state.controller is None:
                 return state, []
             c, out = ctl.on_chosen(state.controller, key, option, cfg)
-            return state._replace(controller=c), out
+            return state._replace(controller=ctl.note_writes(c, out)), out
         case ev.TimerFired(key=key):
             return _on_timer(state, key, cfg)
         case ev.MessageReceived(src=src, message=msg):
@@ -248,7 +248,7 @@ def step(state: BrokerState, event: ev.Event) -> tuple[BrokerState, Effects]:
             if state.controller is None:
                 return state, []
             c, out = ctl.on_leader_move(state.controller, tp, target, cfg)
-            return state._replace(controller=c), out
+            return state._replace(controller=ctl.note_writes(c, out)), out
         case ev.ControlledShutdownRequested():
             if state.controller_id == NO_LEADER:
                 return state, []
@@ -284,7 +284,7 @@ def _on_controller_election(
     )
     state = state._replace(
 
-        controller=c,
+        controller=ctl.note_writes(c, out),
         controller_id=state.broker_id,
         controller_epoch=max(state.controller_epoch, e.controller_epoch),
     )
@@ -307,7 +307,7 @@ def _on_partition_written(
     )
     if c is None:
         return state._replace(controller=None), [fx.ZkResignController(state.broker_id)]
-    return state._replace(controller=c), out
+    return state._replace(controller=ctl.note_writes(c, out)), out
 
 
 def _on_timer(
@@ -317,7 +317,7 @@ def _on_timer(
         if state.controller is None:
             return state, []
         c, out = ctl.on_rebalance_timer(state.controller, cfg)
-        return state._replace(controller=c), out
+        return state._replace(controller=ctl.note_writes(c, out)), out
     r = replica(state, key.tp)
     if r is None:
         return state, []
@@ -409,7 +409,7 @@ def _on_message(
             if state.controller is None:
                 return state, []
             c, out = ctl.on_controlled_shutdown(state.controller, msg, cfg)
-            return state._replace(controller=c), out
+            return state._replace(controller=ctl.note_writes(c, out)), out
         case ControlledShutdownResponse():
             return state, []
         case FetchRequest():

@@ -222,12 +222,71 @@ def test_a_started_broker_gets_metadata_and_its_partitions_and_nobody_else_is_to
     broker, and the new broker gets LeaderAndIsr for the partitions it hosts."""
     from core.messages import LeaderAndIsrRequest
 
-    s, _ = controller(SNAPS, live=(LiveBroker(0, 1), LiveBroker(1, 4)))
+    s, out = controller(SNAPS, live=(LiveBroker(0, 1), LiveBroker(1, 4)))
+    # the ISR shrinks the new controller wrote (2 was not live) are answered first
+    for tp, proposed in writes(out).items():
+        s, _ = step(s, ev.PartitionStateWritten(tp, proposed, True, True, False, None))
     s, out = step(s, ev.BrokersChanged(LIVE))
     metas = msgs(out, UpdateMetadataRequest)
     assert sorted(d for d, _ in metas) == [0, 1, 2]
     assert all(m.live_brokers == LIVE for _, m in metas)  # type: ignore[attr-defined]
-    assert [d for d, _ in msgs(out, LeaderAndIsrRequest)] == [2]
+    lairs = msgs(out, LeaderAndIsrRequest)
+    assert [d for d, _ in lairs] == [2]
+    assert [i.tp for i in lairs[0][1].partitions] == [A1, B0]  # type: ignore[attr-defined]
+
+
+def test_a_started_broker_is_not_told_a_state_the_controllers_write_in_flight_may_replace(
+) -> None:
+    """Harness/sim seed 313738, at the core: leader 2 wrote ISR (0, 1, 2) (zk version 7) and
+    died before its change notification went out, so the controller's cache kept ISR (1, 2)
+    (version 6). Its election for 2's death (leader 1, expecting version 6) was still in
+    flight when 2 registered again, and 2 was told from the cache that it led epoch 3 with
+    ISR (1, 2): it advanced its HW past broker 0, a member of ZooKeeper's ISR (strong_isr).
+    Kafka's controller answers each event to the end (its writes are synchronous), so the
+    election comes before the startup. Now the startup's LeaderAndIsr leaves out a partition
+    whose write of ours is in flight; the write's answer tells the brokers: here a version
+    conflict, and with ZooKeeper's state (leader 2 live, ISR all live) standing, LeaderAndIsr
+    with the state read, to every live replica."""
+    from core.messages import LeaderAndIsrRequest
+
+    stale = LeaderIsr(2, 3, (1, 2), 1, 6)
+    s, out = controller((ev.PartitionSnapshot(A0, (0, 1, 2), stale),))
+    assert writes(out) == {}
+    s, out = step(s, ev.BrokersChanged((LiveBroker(0, 1), LiveBroker(1, 4))))
+    election = writes(out)[A0]
+    assert (election.leader, election.isr, election.zk_version) == (1, (1,), 7)
+    back = (LiveBroker(0, 1), LiveBroker(1, 4), LiveBroker(2, 13))
+    s, out = step(s, ev.BrokersChanged(back))
+    assert msgs(out, LeaderAndIsrRequest) == [] and writes(out) == {}
+    assert sorted(d for d, _ in msgs(out, UpdateMetadataRequest)) == [0, 1, 2]
+    zk = LeaderIsr(2, 3, (0, 1, 2), 1, 7)  # leader 2's expansion, never notified
+    s, out = step(s, ev.PartitionStateWritten(A0, election, True, False, False, zk))
+    assert writes(out) == {}
+    assert s.controller is not None and s.controller.writing == ()
+    lairs = msgs(out, LeaderAndIsrRequest)
+    assert [d for d, _ in lairs] == [0, 1, 2]
+    for _, m in lairs:
+        (info,) = m.partitions  # type: ignore[attr-defined]
+        assert (info.leader, info.leader_epoch, info.isr, info.zk_version) == (2, 3, (0, 1, 2), 7)
+    assert sorted(d for d, _ in msgs(out, UpdateMetadataRequest)) == [0, 1, 2]
+
+
+def test_a_started_broker_hears_of_a_write_in_flight_once_it_lands() -> None:
+    """The same deferral when the write succeeds: its answer sends LeaderAndIsr to every
+    live replica, the broker that started meanwhile included; a fenced answer resigns."""
+    from core.messages import LeaderAndIsrRequest
+
+    s, _ = controller((ev.PartitionSnapshot(A0, (0, 1, 2), LeaderIsr(2, 3, (1, 2), 1, 6)),))
+    s, out = step(s, ev.BrokersChanged((LiveBroker(0, 1), LiveBroker(1, 4))))
+    election = writes(out)[A0]
+    assert s.controller is not None and s.controller.writing == (A0,)
+    s, out = step(s, ev.BrokersChanged((LiveBroker(0, 1), LiveBroker(1, 4), LiveBroker(2, 13))))
+    assert msgs(out, LeaderAndIsrRequest) == []
+    s2, out = step(s, ev.PartitionStateWritten(A0, election, True, True, False, None))
+    assert [d for d, _ in msgs(out, LeaderAndIsrRequest)] == [0, 1, 2]
+    assert s2.controller is not None and s2.controller.writing == ()
+    s3, out = step(s, ev.PartitionStateWritten(A0, election, True, False, True, None))
+    assert s3.controller is None and out == [fx.ZkResignController(0)]
 
 
 def test_a_dead_follower_leaves_the_isr_and_nothing_else_changes() -> None:
