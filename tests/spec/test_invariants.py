@@ -126,6 +126,15 @@ def test_log_matching_below_both_high_watermarks(healthy: World) -> None:
     assert inv.log_matching(crashed(diverged, 1)) is None
 
 
+def test_log_matching_names_the_first_pair_in_broker_order(healthy: World) -> None:
+    """Broker 0 differs from both others: the report names the lowest pair, 0 and 1 (a
+    third broker, a copy of broker 1, added for this pure check)."""
+    three = healthy._replace(nodes=(*healthy.nodes[:2], healthy.nodes[1]))
+    odd = with_records(three, 0, ((9, 0),))
+    message = inv.log_matching(odd)
+    assert message is not None and message.startswith("brokers 0 and 1 differ"), message
+
+
 def test_one_record_per_offset_and_epoch(healthy: World) -> None:
     clash = with_records(with_records(healthy, 0, ((5, 0),)), 1, ((9, 0),))
     assert inv.epoch_offset_uniqueness(clash) == (
