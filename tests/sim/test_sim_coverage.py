@@ -178,6 +178,8 @@ FOUND_BY_SWARM = [
     ("hw-over-committed-isr", 29, "strong_isr"),
     ("skip-truncate-same-leader", 181, "strong_isr"),
     ("no-controller-epoch-check", 330, "controller_cache_matches_zk"),
+    # past the 1,000-seed bound (README: what B11 needs); seed 1515 finds it too
+    ("isr-expand-before-epoch-start", 1327, "strong_isr"),
 ]
 
 
@@ -206,6 +208,21 @@ def test_a_controller_failover_amid_fast_elections_finds_kafka_7164_seed_181() -
     assert "bounce-controller" in kinds
     assert kinds.index("move-controller") > kinds.index("bounce-controller")
     fixed = run_seed(SimOptions(seed=181, time_s=10.0))
+    assert fixed.ok, fixed.failure
+
+
+def test_a_stale_leader_and_an_expired_follower_find_kafka_7128_seed_1327() -> None:
+    """B11 (isr-expand-before-epoch-start), seed 1327 (queue): broker 2 was out of the ISR
+    (0, 1) with 83 records. At 7.661 s `bounce-controller` moved leader 0 (epoch 1) to broker
+    1 (epoch 2) with the controller's channel to 0 slow for 3 s: 0 went on leading epoch 1
+    with HW 86, broker 1's last fetch. Broker 1 led epoch 2 from offset 86 with HW 83; at
+    7.666 s broker 2 fetched at 83, at its HW but short of its epoch start, and (with the
+    switch) joined the ISR: stale leader 0 exposed 86 records, ISR member 2 held 83."""
+    broken = run_seed(SimOptions(seed=1327, bug="isr-expand-before-epoch-start", time_s=10.0))
+    assert not broken.ok and broken.failure is not None and "strong_isr" in broken.failure
+    assert "below HW 86" in broken.failure
+    assert "bounce-controller" in [op.f for op in broken.history if op.process == "nemesis"]
+    fixed = run_seed(SimOptions(seed=1327, time_s=10.0))
     assert fixed.ok, fixed.failure
 
 
