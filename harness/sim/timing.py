@@ -14,9 +14,10 @@ need that independent kills, partitions and clogs almost never line up.
 - `slow-zk`: ZooKeeper answers slowly (20 ms to 1 s per operation and notification) for a
   while: an ensemble stalled on fsync or GC. Asynchronous ISR writes stay in flight that
   long (KIP-497's window, B14) and a broker hears of its own session expiry late (B13).
-- `slow-control`: the controller's channel to one broker is slow for 1 to 6 s on its own,
-  so whatever the controller decides meanwhile (an election after a crash, an expiry or a
-  move; an ISR change) reaches that broker late: an old leader goes on leading.
+- `slow-control`: the controller's channel to the partition's leader (the broker carrying
+  the load, whose request queue is the likeliest to be stuck) is slow for 1 to 6 s on its
+  own, so whatever the controller decides meanwhile (an election after a crash, an expiry or
+  a move; an ISR change) reaches it late: an old leader goes on leading.
 - `bounce-controller`: `bounce-leader`, and the controller fails over (`/controller` is
   deleted, as an operator does to move it) at a random moment of the slow broker's hold.
   The new controller tells every broker the current state at once, ahead of what the old
@@ -63,13 +64,15 @@ class TimingFaults:
         elif kind == "slow-zk":
             self._slow_zk()
         elif kind == "slow-control":
-            self._slow_control(b)
+            p = self.nem.c.zk.partition
+            # the leader carries the load: its request queue is the likeliest to be stuck
+            self._slow_control(p.leader if p is not None and p.leader != NO_LEADER else b)
 
     def _slow_control(self, b: int) -> None:
-        """The controller's channel to broker b is slow for 1 to 6 s, as in `bounce-leader`
-        but on its own: whatever the controller decides meanwhile (an election after a
-        crash or an expiry, an ISR change, a move) reaches b late, in order. A leader that
-        lost its leadership goes on leading meanwhile; a follower goes on following."""
+        """The controller's channel to broker b (the partition's leader) is slow for 1 to 6 s,
+        as in `bounce-leader` but on its own: whatever the controller decides meanwhile (an
+        election after a crash, an expiry or a move; an ISR change) reaches b late, in
+        order. A leader that lost its leadership goes on leading meanwhile."""
         nem, c = self.nem, self.nem.c
         ctl = c.zk.controller
         if ctl == NO_LEADER or c.brokers[ctl].node is None or c.brokers[b].node is None \
