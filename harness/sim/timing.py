@@ -156,10 +156,11 @@ class TimingFaults:
         inc = br.incarnation
         inner = node.handle
         held: list[ev.Event] = []
+        done = [False]  # the held requests are all in: this layer only passes events on
 
         def handle(e: ev.Event) -> None:
-            if isinstance(e, ev.MessageReceived) and e.src == ctl and isinstance(
-                    e.message, CONTROL_IN):
+            if not done[0] and isinstance(e, ev.MessageReceived) and e.src == ctl and \
+                    isinstance(e.message, CONTROL_IN):
                 held.append(e)
                 return
             inner(e)
@@ -180,7 +181,13 @@ class TimingFaults:
             if br.incarnation != inc or br.node is not node:
                 return
             if not held:
-                node.handle = inner  # type: ignore[method-assign]
+                # A later hold may have wrapped this one while it was still delivering
+                # (seed 401497: restoring `inner` then dropped that hold's layer, and its
+                # own restore put this finished layer back, holding the controller's
+                # requests for good): unwrap only if outermost, else just pass events on.
+                done[0] = True
+                if node.handle is handle:
+                    node.handle = inner  # type: ignore[method-assign]
                 return
             c.dirty = True
             inner(held.pop(0))

@@ -293,6 +293,21 @@ def test_a_final_read_ignores_a_fetch_of_the_consumer_it_replaced() -> None:
     assert r.drawn.workload == "register"
 
 
+def test_a_hold_wrapped_by_a_later_one_still_lets_go_seed_401497() -> None:
+    """Seed 401497 (fixed protocol, `bounce-controller` and `slow-control`): no convergence,
+    the simulator's fault. Broker 0 was paused when a 3 s hold on its channel from
+    controller 2 ended, so the release ran on resume (13.467 s) and was still delivering,
+    one request a millisecond, when a new hold from controller 1 wrapped it (13.471 s). The
+    first hold's restore removed the new layer, the new hold's restore put the finished
+    first layer back, and from 19.154 s it kept controller 2's LeaderAndIsr naming broker 0
+    leader (epoch 23) for good: broker 0 followed an old leader and nothing converged. A
+    finished hold now passes events on and unwraps only if it is the outermost layer."""
+    r = run_seed(SimOptions(seed=401497))
+    assert r.ok, r.failure
+    kinds = [op.f for op in r.history if op.process == "nemesis"]
+    assert "bounce-controller" in kinds and "pause" in kinds
+
+
 # Found by the 10,000-seed swarm of the fixed protocol on the session's final tree (seeds
 # 300000.., default options, 2026-11-26), each drawing `bitflip`; run with the menu of then
 # (OLDER_MENU), as every seed pinned before `slow-control` and `bounce-controller` joined.
