@@ -213,6 +213,19 @@ class Broker:
         self.mirror_dirty = True
 
 
+class FetchArrival:
+    """A FetchRequest handed to its destination (run now, or kept in a paused broker's
+    backlog, where `Cluster.fetch_on_the_way` finds it by its sender)."""
+
+    __slots__ = ("c", "dst", "msg", "src")
+
+    def __init__(self, c: Cluster, src: int, dst: int, msg: FetchRequest) -> None:
+        self.c, self.src, self.dst, self.msg = c, src, dst, msg
+
+    def __call__(self) -> None:
+        self.c._deliver(self.dst, self.src, self.msg)
+
+
 class Cluster:
     def __init__(self, *, seed: int, nodes: int, protocol: ProtocolConfig,
                  log_config: LogConfig, net: NetConfig, session_timeout_ms: int,
@@ -234,6 +247,9 @@ class Cluster:
         self.brokers = [Broker(self, b, self.rng.randrange(1 << 30)) for b in range(nodes)]
         self.zk_queue_until = [0] * nodes  # FIFO delivery of ZooKeeper events per broker
         self.zk_inflight = [0] * nodes
+        # FetchRequests each broker sent that are still on the wire (a paused leader's
+        # backlog holds the ones that arrived: `FetchArrival`); a bitflip waits for both
+        self.fetches_on_wire = [0] * nodes
         self.clients: dict[int, Callable[[object], None]] = {}  # request id -> callback
         self.next_request_id = 0
         self.acked: set[int] = set()
@@ -375,19 +391,36 @@ class Cluster:
         if not self.link_up(src, dst) or self.rng.random() < self.net.loss:
             self._lost(src, inc, dst, msg, control, attempt=0)
             return
+        fetch = isinstance(msg, FetchRequest)
+        self.fetches_on_wire[src] += fetch
         self.sched.after_us(self.delay_us(src, dst), lambda: self._arrive(src, inc, dst, msg))
         if self.net.duplicate and self.rng.random() < self.net.duplicate:
+            self.fetches_on_wire[src] += fetch
             self.sched.after_us(self.delay_us(src, dst),
                                 lambda: self._arrive(src, inc, dst, msg))
 
     def _arrive(self, src: int, inc: int, dst: int, msg: Message) -> None:
+        fetch = isinstance(msg, FetchRequest)
+        self.fetches_on_wire[src] -= fetch
         if not self.link_up(src, dst):  # cut while in flight
             self._lost(src, inc, dst, msg, isinstance(msg, CONTROL), attempt=0)
             return
         br = self.brokers[dst]
         if br.node is None:
             return
-        self.run_on(dst, br.incarnation, lambda: self._deliver(dst, src, msg))
+        if isinstance(msg, FetchRequest):
+            self.run_on(dst, br.incarnation, FetchArrival(self, src, dst, msg))
+        else:
+            self.run_on(dst, br.incarnation, lambda: self._deliver(dst, src, msg))
+
+    def fetch_on_the_way(self, b: int) -> bool:
+        """A FetchRequest b sent is still to be handled by its destination: on the wire, or
+        in a paused broker's backlog (a dead incarnation's request still arrives: the data
+        was sent before the process died; a leader may count b caught up on it)."""
+        if self.fetches_on_wire[b]:
+            return True
+        return any(isinstance(fn, FetchArrival) and fn.src == b
+                   for br in self.brokers for fn in br.deferred)
 
     def _deliver(self, dst: int, src: int, msg: Message) -> None:
         node = self.brokers[dst].node

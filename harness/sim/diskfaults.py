@@ -18,7 +18,8 @@
 The flip lands only once the broker is out of the ZooKeeper ISR and out of every leader's
 view of it (it is down: its session expires, the controller removes it and tells the
 leader), and no ISR write naming it is still on its way (queued in ZooKeeper, or proposed
-by a leader: a fetch the broker sent just before it died may have shown it caught up): the
+by a leader: a fetch the broker sent just before it died may have shown it caught up), nor
+such a fetch itself (on the wire, or waiting at a paused leader): the
 fault model of Kafka's ZooKeeper era, and of spec's invariants, is that an ISR member's
 disk holds what it acknowledged; a corrupted ISR member re-elected before it fetched again
 is KIP-966's unclean recovery, which ZooKeeper-era Kafka has no fix for.
@@ -168,7 +169,12 @@ class DiskFaults:
         under way may yet put it there: a control request held back or slowed on a clogged
         link, a partition-state write queued in ZooKeeper (a leader's ISR expansion or a
         controller's election, slowed by slow-zk or queued behind the writer's earlier
-        operations), an ISR expansion a leader has proposed (its `pending_isr`)."""
+        operations), an ISR expansion a leader has proposed (its `pending_isr`), or a fetch
+        b sent before it died that no leader has handled yet (seed 303021: it showed b
+        caught up, and the leader put b back in the ISR on it. Kafka's leader does the same:
+        its ZooKeeper-mode check, `Partition.isReplicaIsrEligible`, asks only that its
+        metadata call b live, which it does until b's session expires; even KIP-903's broker
+        epoch would match, the fetch being the same incarnation's)."""
         c = self.nem.c
         if self.nem.timing.holds or c.clogged:
             return True  # a delayed LeaderAndIsr may still name b in an ISR (seed 227)
@@ -177,6 +183,8 @@ class DiskFaults:
             return True
         if any(b in w.isr or w.leader == b for w in c.zk.writes_queued):
             return True  # seed 302503: the expansion to b landed after b's flip
+        if c.fetch_on_the_way(b):
+            return True  # seed 303021: b's last fetch, sent caught up, re-admitted it
         for br in c.brokers:
             if br.node is None:
                 continue

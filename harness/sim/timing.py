@@ -14,6 +14,15 @@ need that independent kills, partitions and clogs almost never line up.
 - `slow-zk`: ZooKeeper answers slowly (20 ms to 1 s per operation and notification) for a
   while: an ensemble stalled on fsync or GC. Asynchronous ISR writes stay in flight that
   long (KIP-497's window, B14) and a broker hears of its own session expiry late (B13).
+- `slow-control`: the controller's channel to the partition's leader (the broker carrying
+  the load, whose request queue is the likeliest to be stuck) is slow for 1 to 6 s on its
+  own, so whatever the controller decides meanwhile (an election after a crash, an expiry or
+  a move; an ISR change) reaches it late: an old leader goes on leading.
+- `bounce-controller`: `bounce-leader`, and the controller fails over (`/controller` is
+  deleted, as an operator does to move it) at a random moment of the slow broker's hold.
+  The new controller tells every broker the current state at once, ahead of what the old
+  one still holds for the slow broker: that broker hears a later epoch naming the leader it
+  follows without the epoch in between that named another (KAFKA-7164's line-up, B12).
 
 The held requests go in when the hold ends (or when the liveness phase heals everything),
 in order, one delivery per event; a crash of the broker drops them with its process.
@@ -34,7 +43,7 @@ from spec.world import TP
 if TYPE_CHECKING:
     from harness.sim.run import Nemesis
 
-TIMING_FAULTS = ("bounce-leader", "slow-zk")
+TIMING_FAULTS = ("bounce-leader", "slow-zk", "slow-control", "bounce-controller")
 ZK_LATENCY_US = (20_000, 200_000, 1_000_000)
 HOLD_MS = (1_000, 3_000, 6_000)  # how long the slow broker's control requests wait
 BOUNCE_GAP_MS = (50, 1_000)  # between the two elections
@@ -50,8 +59,40 @@ class TimingFaults:
     def inject(self, kind: str, b: int) -> None:
         if kind == "bounce-leader":
             self._bounce()
+        elif kind == "bounce-controller":
+            self._bounce(failover=True)
         elif kind == "slow-zk":
             self._slow_zk()
+        elif kind == "slow-control":
+            p = self.nem.c.zk.partition
+            # the leader carries the load: its request queue is the likeliest to be stuck
+            self._slow_control(p.leader if p is not None and p.leader != NO_LEADER else b)
+
+    def _slow_control(self, b: int) -> None:
+        """The controller's channel to broker b (the partition's leader) is slow for 1 to 6 s,
+        as in `bounce-leader` but on its own: whatever the controller decides meanwhile (an
+        election after a crash, an expiry or a move; an ISR change) reaches b late, in
+        order. A leader that lost its leadership goes on leading meanwhile."""
+        nem, c = self.nem, self.nem.c
+        ctl = c.zk.controller
+        if ctl == NO_LEADER or c.brokers[ctl].node is None or c.brokers[b].node is None \
+                or b in self.holds:
+            return
+        hold_ms = nem.rng.choice(HOLD_MS)
+        nem._log("slow-control", {"node": b, "controller": ctl, "hold_ms": hold_ms})
+        self._hold(ctl, b, hold_ms)
+
+    def _failover(self) -> None:
+        """`/controller` is deleted (a controller moved by hand, or its ZooKeeper hiccup
+        without the broker leaving): the controller resigns and every broker races to take
+        over (the old one may win again). The new controller tells every broker the current
+        state of every partition, while what the old one queued for a slow broker is still
+        on its way, so that broker may hear a newer LeaderAndIsr before older ones."""
+        nem, c = self.nem, self.nem.c
+        if nem.stopped or c.zk.controller == NO_LEADER:
+            return
+        nem._log("move-controller", {"from": c.zk.controller})
+        c.zk.delete_controller()
 
     def _slow_zk(self) -> None:
         nem, c = self.nem, self.nem.c
@@ -68,7 +109,9 @@ class TimingFaults:
             c.net = dataclasses.replace(c.net, zk_latency_us=self.zk_latency_us)
             self.nem._log("stop-slow-zk", None)
 
-    def _bounce(self) -> None:
+    def _bounce(self, failover: bool = False) -> None:
+        """`bounce-leader`; with `failover` (`bounce-controller`), the controller also fails
+        over at a random moment of the slow broker's hold."""
         nem, c = self.nem, self.nem.c
         ctl, p = c.zk.controller, c.zk.partition
         if ctl == NO_LEADER or p is None or p.leader == NO_LEADER or c.brokers[ctl].node is None:
@@ -82,13 +125,18 @@ class TimingFaults:
         hold_ms = nem.rng.choice(HOLD_MS)
         back = nem.rng.random() < 2 / 3
         gap_ms = int(nem.rng.uniform(*BOUNCE_GAP_MS))
-        nem._log("bounce-leader", {"from": leader, "to": t, "back_after_ms": gap_ms if back
-                                   else None, "slow_control": slow, "hold_ms": hold_ms})
+        failover_ms = int(nem.rng.uniform(0, hold_ms)) if failover else None
+        nem._log("bounce-controller" if failover else "bounce-leader",
+                 {"from": leader, "to": t, "back_after_ms": gap_ms if back else None,
+                  "slow_control": slow, "hold_ms": hold_ms}
+                 | ({"failover_after_ms": failover_ms} if failover else {}))
         self._hold(ctl, slow, hold_ms)
         self._move(ctl, t)
         if back:
             c.sched.after_us(gap_ms * US_PER_MS, lambda: None if nem.stopped else
                              self._move(c.zk.controller, leader))
+        if failover_ms is not None:
+            c.sched.after_us(failover_ms * US_PER_MS, self._failover)
 
     def _move(self, ctl: int, target: int) -> None:
         c = self.nem.c
@@ -108,10 +156,11 @@ class TimingFaults:
         inc = br.incarnation
         inner = node.handle
         held: list[ev.Event] = []
+        done = [False]  # the held requests are all in: this layer only passes events on
 
         def handle(e: ev.Event) -> None:
-            if isinstance(e, ev.MessageReceived) and e.src == ctl and isinstance(
-                    e.message, CONTROL_IN):
+            if not done[0] and isinstance(e, ev.MessageReceived) and e.src == ctl and \
+                    isinstance(e.message, CONTROL_IN):
                 held.append(e)
                 return
             inner(e)
@@ -132,7 +181,13 @@ class TimingFaults:
             if br.incarnation != inc or br.node is not node:
                 return
             if not held:
-                node.handle = inner  # type: ignore[method-assign]
+                # A later hold may have wrapped this one while it was still delivering
+                # (seed 401497: restoring `inner` then dropped that hold's layer, and its
+                # own restore put this finished layer back, holding the controller's
+                # requests for good): unwrap only if outermost, else just pass events on.
+                done[0] = True
+                if node.handle is handle:
+                    node.handle = inner  # type: ignore[method-assign]
                 return
             c.dirty = True
             inner(held.pop(0))

@@ -128,6 +128,16 @@ class SimZooKeeper:
         if sid is not None:
             self.expire(sid)
 
+    def delete_controller(self) -> None:
+        """`/controller` is deleted (not the holder's session): every broker hears, the holder
+        resigns, all race to create it again (`ZkElectController`)."""
+        if self.controller == NO_LEADER:
+            return
+        self.zxid += 1
+        self.controller, self.controller_sid = NO_LEADER, -1
+        self._notify_all(ev.ControllerChanged(NO_LEADER))
+        self.on_change()
+
     def _tell_expired(self, s: Session) -> None:
         """The broker reconnects and learns its session is gone; kazoo opens a new one."""
         s.told = True

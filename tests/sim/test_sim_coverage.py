@@ -10,11 +10,23 @@ from typing import Any
 
 import pytest
 
+from core.messages import FetchRequest
 from harness.history import Op
 from harness.sim.cli import sim_command
-from harness.sim.run import FAULTS, SimOptions, draw_later_faults, history_lines, run_seed
+from harness.sim.run import (
+    FAULTS,
+    SimOptions,
+    build,
+    draw_later_faults,
+    history_lines,
+    run_seed,
+)
+from spec.world import TP
 
 SHORT: dict[str, Any] = {"time_s": 5.0, "liveness_s": 30.0}
+# The menu before `slow-control` and `bounce-controller` joined: seeds found with it keep
+# running as they did when pinned.
+OLDER_MENU = (*FAULTS, "torn-crash", "bitflip", "bounce-leader", "slow-zk")
 
 
 def _nemesis(history: list[Op], f: str) -> list[dict[str, Any]]:
@@ -106,12 +118,39 @@ def test_a_torn_write_is_truncated_by_recovery_and_survived() -> None:
 
 @pytest.mark.parametrize("kinds", [("bitflip", "kill", "partition"),
                                    ("torn-crash", "pause", "clog"),
-                                   ("bounce-leader", "slow-zk", "kill", "pause")])
+                                   ("bounce-leader", "slow-zk", "kill", "pause"),
+                                   ("bounce-controller", "slow-control", "expire", "kill")])
 def test_the_fixed_protocol_survives_the_new_faults(kinds: tuple[str, ...]) -> None:
     for seed in range(4):
         r = run_seed(SimOptions(seed=seed, swarm=False, faults=kinds, **SHORT))
         assert r.ok, (seed, r.failure)
         assert r.faults > 0
+
+
+def test_bounce_controller_fails_the_controller_over_during_the_hold() -> None:
+    """`bounce-controller`: `bounce-leader`'s elections and slow channel, and `/controller`
+    deleted at a random moment of the hold: a new controller epoch tells every broker the
+    current state while the old controller's requests to the slow broker still wait."""
+    r = run_seed(SimOptions(seed=1, swarm=False, faults=("bounce-controller",), **SHORT))
+    assert r.ok, r.failure
+    ops = [(op.time_ns, op.f, op.value) for op in r.history if op.process == "nemesis"]
+    bounces = [(t, v) for t, f, v in ops if f == "bounce-controller"]
+    assert bounces
+    t0, v = bounces[0]
+    moved = [t for t, f, _ in ops if f == "move-controller" and t > t0]
+    assert moved and moved[0] - t0 == v["failover_after_ms"] * 1_000_000
+    assert v["failover_after_ms"] < v["hold_ms"]
+
+
+def test_the_later_kinds_run_as_before_when_the_newest_are_not_offered() -> None:
+    """`slow-control` and `bounce-controller` came after `bounce-leader` and `slow-zk`: with
+    the menu of before (no newest kinds offered), a seed draws and runs as it did then, so
+    seeds pinned with that menu keep their meaning (`bounce-leader` draws nothing more)."""
+    # the trace hash of seed 40 on the tree before the newest kinds (after the core fix of
+    # seed 313738, which moved kip-320-first-try's first seed from 22 to 40)
+    r = run_seed(SimOptions(seed=40, bug="kip-320-first-try", time_s=10.0, faults=OLDER_MENU))
+    assert not r.ok and r.failure is not None and "strong_isr" in r.failure
+    assert r.trace_hash.startswith("ea7b86eacd9066bd")
 
 
 def test_seeds_that_draw_no_new_fault_run_as_before() -> None:
@@ -131,14 +170,17 @@ def test_seeds_that_draw_no_new_fault_run_as_before() -> None:
 
 # -- historic bugs the swarm finds (README "Simulation": seeds needed per switch) ------------
 
-# (switch, the first failing seed of `hiwater sim --swarm 300 --seed 0 --bug NAME --time 10`,
-#  what tells it): each also passes with the switch off (the fixed protocol).
+# (switch, the first failing seed of `hiwater sim --swarm 250 --seed 0.. --bug NAME --time 10`
+#  with the default menu, what tells it): each also passes with the switch off (the fixed
+#  protocol). Measured again once `slow-control` and `bounce-controller` joined the menu.
 FOUND_BY_SWARM = [
-    ("unfenced-truncation", 10, "strong_isr"),
-    ("kip-320-first-try", 40, "strong_isr"),  # seed 22 until seed 313738's fix
+    ("unfenced-truncation", 5, "strong_isr"),
     ("hw-over-committed-isr", 29, "strong_isr"),
-    ("no-fetch-epoch-fencing", 40, "strong_isr"),
-    ("no-controller-epoch-check", 172, "controller_cache_matches_zk"),
+    ("kip-320-first-try", 25, "strong_isr"),
+    ("no-fetch-epoch-fencing", 25, "strong_isr"),
+    ("skip-truncate-same-leader", 181, "strong_isr"),
+    ("no-controller-epoch-check", 275, "controller_cache_matches_zk"),
+    ("isr-expand-before-epoch-start", 937, "strong_isr"),
 ]
 
 
@@ -147,6 +189,43 @@ def test_a_swarm_seed_finds_the_historic_bug(bug: str, seed: int, what: str) -> 
     broken = run_seed(SimOptions(seed=seed, bug=bug, time_s=10.0))
     assert not broken.ok and broken.failure is not None and what in broken.failure
     fixed = run_seed(SimOptions(seed=seed, time_s=10.0))
+    assert fixed.ok, fixed.failure
+
+
+def test_a_controller_failover_amid_fast_elections_finds_kafka_7164_seed_181() -> None:
+    """B12 (skip-truncate-same-leader), seed 181 (queue): leader 0 (epoch 0) moved to 2
+    (epoch 1) at 5.936 s while controller 2's channel to broker 1 was slow for 6 s; 0
+    truncated to 58, 2's end of epoch 0, though broker 1 had fetched epoch-0 records past it;
+    2 wrote epoch-1 records there, and 0 led again (epoch 2) at 6.334 s. At 8.573 s
+    `/controller` went; broker 0 won and sent broker 1 epoch 2 directly, ahead of the held
+    epoch 1: broker 1, following 0 in epoch 0, saw the same leader and (with the switch)
+    skipped truncation, kept its epoch-0 record at 58 and, still in the ISR, fetched on
+    from 59; 0's HW passed 58: strong_isr. A broker
+    that hears every LeaderAndIsr in order never misses the epoch; a new controller's
+    requests overtaking the old one's queue is how ZooKeeper-era Kafka can."""
+    broken = run_seed(SimOptions(seed=181, bug="skip-truncate-same-leader", time_s=10.0))
+    assert not broken.ok and broken.failure is not None and "strong_isr" in broken.failure
+    kinds = [op.f for op in broken.history if op.process == "nemesis"]
+    assert "bounce-controller" in kinds
+    assert kinds.index("move-controller") > kinds.index("bounce-controller")
+    fixed = run_seed(SimOptions(seed=181, time_s=10.0))
+    assert fixed.ok, fixed.failure
+
+
+def test_a_stale_leader_finds_kafka_7128_seed_937() -> None:
+    """B11 (isr-expand-before-epoch-start), seed 937 (register): the controller's channel to
+    leader 0 was slow for 3 s from 1.606 s (`slow-control`), so 0 heard none of the epochs
+    two `bounce-controller` rounds made and went on leading epoch 0. Broker 1, back from a
+    torn crash at 2.860 s, was out of the ISR and catching up. At 3.954 s broker 2, leader
+    of epoch 3 from offset 24 with HW 20, got broker 1's fetch at 21, at its HW but short of
+    its epoch start, and (with the switch) took it into the ISR, while stale leader 0 exposed
+    23 records that ISR member 1 did not hold."""
+    broken = run_seed(SimOptions(seed=937, bug="isr-expand-before-epoch-start", time_s=10.0))
+    assert not broken.ok and broken.failure is not None and "strong_isr" in broken.failure
+    assert "below HW 23" in broken.failure and "ISR member 1" in broken.failure
+    kinds = [op.f for op in broken.history if op.process == "nemesis"]
+    assert "slow-control" in kinds and "bounce-controller" in kinds
+    fixed = run_seed(SimOptions(seed=937, time_s=10.0))
     assert fixed.ok, fixed.failure
 
 
@@ -160,7 +239,7 @@ def test_a_partition_written_offline_while_its_isr_member_came_back_is_elected()
     the state before the write, so once it landed the partition stayed offline for good
     ("no convergence"). Fixed in core.controller.on_partition_written: the written state is
     judged against the live brokers again."""
-    r = run_seed(SimOptions(seed=5119, time_s=10.0))
+    r = run_seed(SimOptions(seed=5119, time_s=10.0, faults=OLDER_MENU))
     assert r.ok, r.failure
     assert {"bitflip", "kill"} <= set(r.drawn.faults)
 
@@ -172,13 +251,13 @@ def test_a_flip_in_a_batchs_crc_less_prefix_is_invisible_to_the_store(
     bit of a batch's partition leader epoch on broker 2: recovery reports nothing, and
     spec's log_matching sees the replicas disagree on that record's epoch. The swarm's
     flips therefore land in CRC-covered bytes (diskfaults.covered_position); this test
-    keeps the blind spot visible."""
+    keeps the blind spot visible (with the menu the seed was found with)."""
     import harness.sim.diskfaults as diskfaults
 
-    covered = run_seed(SimOptions(seed=5149, time_s=10.0))
+    covered = run_seed(SimOptions(seed=5149, time_s=10.0, faults=OLDER_MENU))
     assert covered.ok, covered.failure
     monkeypatch.setattr(diskfaults, "FLIP_UNCOVERED", True)
-    r = run_seed(SimOptions(seed=5149, time_s=10.0))
+    r = run_seed(SimOptions(seed=5149, time_s=10.0, faults=OLDER_MENU))
     [flip] = _nemesis(r.history, "bitflip")
     assert flip["file"].endswith(".log") and flip["recovery"] == []  # the store saw nothing
     assert not r.ok and r.failure is not None and "log_matching" in r.failure
@@ -191,7 +270,7 @@ def test_seed_202_converges() -> None:
     before its new registration was answered; the core dropped it, so ZooKeeper named a leader
     that answered NOT_LEADER_OR_FOLLOWER for good ("no convergence"). Fixed with seed 100317's
     cause: the interpreter holds control requests until the broker is registered."""
-    r = run_seed(SimOptions(seed=202, time_s=10.0))
+    r = run_seed(SimOptions(seed=202, time_s=10.0, faults=OLDER_MENU))
     assert r.ok, r.failure
 
 
@@ -200,7 +279,7 @@ def test_no_flip_while_a_delayed_leader_and_isr_may_still_count_the_broker() -> 
     leader's view, but a LeaderAndIsr held on broker 1's slow control channel (bounce-leader)
     then made broker 1 a leader whose ISR still named broker 2 (weak_isr). A flip now waits
     while control requests are held or links clogged."""
-    r = run_seed(SimOptions(seed=227, time_s=10.0))
+    r = run_seed(SimOptions(seed=227, time_s=10.0, faults=OLDER_MENU))
     assert r.ok, r.failure
     assert {"bitflip", "bounce-leader"} <= set(r.drawn.faults)
 
@@ -211,13 +290,29 @@ def test_a_final_read_ignores_a_fetch_of_the_consumer_it_replaced() -> None:
     records it never read, so a final read of key 0 returned null after 13 had been
     written (nonlinearizable). A fault of the simulated client, not of the broker: such a
     fetch now ends the old read as indeterminate."""
-    r = run_seed(SimOptions(seed=257, time_s=10.0))
+    r = run_seed(SimOptions(seed=257, time_s=10.0, faults=OLDER_MENU))
     assert r.ok, r.failure
     assert r.drawn.workload == "register"
 
 
+def test_a_hold_wrapped_by_a_later_one_still_lets_go_seed_401497() -> None:
+    """Seed 401497 (fixed protocol, `bounce-controller` and `slow-control`): no convergence,
+    the simulator's fault. Broker 0 was paused when a 3 s hold on its channel from
+    controller 2 ended, so the release ran on resume (13.467 s) and was still delivering,
+    one request a millisecond, when a new hold from controller 1 wrapped it (13.471 s). The
+    first hold's restore removed the new layer, the new hold's restore put the finished
+    first layer back, and from 19.154 s it kept controller 2's LeaderAndIsr naming broker 0
+    leader (epoch 23) for good: broker 0 followed an old leader and nothing converged. A
+    finished hold now passes events on and unwraps only if it is the outermost layer."""
+    r = run_seed(SimOptions(seed=401497))
+    assert r.ok, r.failure
+    kinds = [op.f for op in r.history if op.process == "nemesis"]
+    assert "bounce-controller" in kinds and "pause" in kinds
+
+
 # Found by the 10,000-seed swarm of the fixed protocol on the session's final tree (seeds
-# 300000.., default options, 2026-11-26), each drawing `bitflip`.
+# 300000.., default options, 2026-11-26), each drawing `bitflip`; run with the menu of then
+# (OLDER_MENU), as every seed pinned before `slow-control` and `bounce-controller` joined.
 
 
 def test_seed_302110_keeps_log_matching() -> None:
@@ -227,7 +322,7 @@ def test_seed_302110_keeps_log_matching() -> None:
     that epoch 1 ended at 23, not 22: broker 1 kept its epoch-1 record at 22 below the HW.
     Fixed in core.replica: a truncation at the log end still truncates the epoch cache, as
     Kafka's UnifiedLog.truncateTo does."""
-    r = run_seed(SimOptions(seed=302110))
+    r = run_seed(SimOptions(seed=302110, faults=OLDER_MENU))
     assert r.ok, r.failure
 
 
@@ -239,33 +334,80 @@ def test_no_flip_while_an_isr_expansion_naming_the_broker_is_on_its_way() -> Non
     to 5 records) and at 9.564 the write put it in the ZooKeeper ISR (strong_isr). A flip
     now also waits for queued partition-state writes and leaders' pending ISR expansions
     naming the broker; the seed still flips a segment of broker 2, later."""
-    r = run_seed(SimOptions(seed=302503))
+    r = run_seed(SimOptions(seed=302503, faults=OLDER_MENU))
     assert r.ok, r.failure
     seg = [f for f in _nemesis(r.history, "bitflip") if f["file"].endswith(".log")]
     assert seg and seg[0]["node"] == 2 and "truncated" in " ".join(seg[0]["recovery"])
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="open: seed 303021 (queue; lossy-kill, partition, move-leader, "
-                   "bitflip, bounce-leader) breaks strong_isr; not yet diagnosed (it fails "
-                   "with the queued-ISR-write precondition of seed 302503 too)")
-def test_seed_303021_keeps_strong_isr() -> None:
-    r = run_seed(SimOptions(seed=303021))
+def test_no_flip_while_a_fetch_the_broker_sent_is_on_its_way_seed_303021() -> None:
+    """Seed 303021 (queue; lossy-kill, partition, move-leader, bitflip, bounce-leader):
+    restarted broker 1 fetched up to leader 0's LEO 122 (ISR (0, 2), epoch 2) and sent its
+    next fetch at 122; at 15.2098 s it was killed for a bitflip. No ISR, no queued write and
+    no pending expansion named it, so the flip landed at once (recovery kept 7 records), and
+    at 15.2266 s the fetch, still on the wire, reached leader 0, which put broker 1 back in
+    the ISR on it (Kafka's ZooKeeper-mode leader would too: broker 1 was still live):
+    strong_isr, an ISR member without the records below the HW. The simulator's fault (the
+    flip broke the fault model: an ISR member's disk holds what it acknowledged), not the
+    protocol's. A flip now also waits for fetches the broker sent that no leader has handled;
+    the seed still flips a segment of broker 1 after that kill, later."""
+    r = run_seed(SimOptions(seed=303021, faults=OLDER_MENU))
     assert r.ok, r.failure
+    nem = [(op.f, op.value) for op in r.history if op.process == "nemesis"
+           and op.f in ("kill", "bitflip") and isinstance(op.value, dict)]
+    kills_of_1 = [i for i, (f, v) in enumerate(nem) if f == "kill" and v["node"] == 1]
+    assert len(kills_of_1) >= 2
+    after_second = [v for f, v in nem[kills_of_1[1]:] if f == "bitflip"]
+    assert after_second and after_second[0]["node"] == 1
+    assert after_second[0]["file"].endswith(".log")
+    assert "truncated" in " ".join(after_second[0]["recovery"])
+
+
+def test_a_fetch_is_on_its_way_until_its_leader_handles_or_drops_it() -> None:
+    """The accounting behind seed 303021's precondition: on the wire, then in a paused
+    leader's backlog, until the leader runs it (or dies with it)."""
+    c, _, _ = build(SimOptions(seed=1))
+    c.net = dataclasses.replace(c.net, loss=0.0, duplicate=0.0)
+    for br in c.brokers:
+        br.start()
+    while c.sched.run_one(2_000_000):  # registered, a leader elected, followers fetching
+        pass
+
+    def drain() -> None:
+        while c.fetches_on_wire[1]:
+            assert c.sched.run_one(c.sched.now_us + 1_000_000)
+
+    c.brokers[1].crash(lossy=False)  # its own fetcher stops; what it sent drains
+    drain()
+    assert not c.fetch_on_the_way(1)
+    fetch = FetchRequest(1, TP, 0, 0, -1, c.new_request_id())
+    for dies in (False, True):
+        c.brokers[0].paused = True
+        c.net_send(1, c.brokers[1].incarnation, 0, fetch)
+        assert c.fetches_on_wire[1] == 1 and c.fetch_on_the_way(1)
+        drain()  # arrived: held in paused broker 0's backlog
+        assert c.fetch_on_the_way(1)
+        if dies:
+            c.brokers[0].crash(lossy=False)
+        else:
+            c.resume(0)
+        assert not c.fetch_on_the_way(1)
+        if dies:
+            c.brokers[0].start()
 
 
 @pytest.mark.parametrize("seed", [304044, 304273])
 def test_swarm_seeds_of_the_epoch_truncation_bug(seed: int) -> None:
     """Seeds 304044 (no convergence; clog, bitflip, bounce-leader) and 304273 (log_matching;
     zk-isolate, pause, move-leader, bitflip, bounce-leader): the same core bug, fixed."""
-    r = run_seed(SimOptions(seed=seed))
+    r = run_seed(SimOptions(seed=seed, faults=OLDER_MENU))
     assert r.ok, r.failure
 
 
 def test_no_flip_while_a_queued_isr_write_names_the_broker_seed_304472() -> None:
     """Seed 304472 (strong_isr, with slow-zk and bitflip), found before the precondition of
     seed 302503 existed: the same simulator fault, now a regression test."""
-    r = run_seed(SimOptions(seed=304472))
+    r = run_seed(SimOptions(seed=304472, faults=OLDER_MENU))
     assert r.ok, r.failure
 
 
@@ -281,5 +423,5 @@ def test_a_restarted_leader_is_not_told_a_stale_isr_seed_313738() -> None:
     controller answers each event to the end, the election before the startup; ours now
     leaves a partition with a write of its own in flight out of a started broker's
     LeaderAndIsr (tests/core/test_controller_paths.py)."""
-    r = run_seed(SimOptions(seed=313738))
+    r = run_seed(SimOptions(seed=313738, faults=OLDER_MENU))
     assert r.ok, r.failure
