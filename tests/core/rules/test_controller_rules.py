@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from core import controller as ctl
 from core import effects as fx
 from core import events as ev
 from core.config import ProtocolConfig
@@ -131,3 +132,17 @@ def test_a_written_live_leader_that_is_shutting_down_is_left_to_controlled_shutd
     written = LeaderIsr(1, 2, (1,), 2, 3)
     s, out = step(s, ev.PartitionStateWritten(A0, written, True, True, False, None))
     assert zk_writes(out) == []
+
+
+def test_an_answer_settles_only_the_write_it_answers() -> None:
+    """The controller counts its partition-state writes in flight (Kafka's controller waits
+    for each ZooKeeper answer before its next event; ours writes asynchronously): an answer
+    settles one write of its own partition, never another partition's nor a second write
+    of the same partition."""
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    c = ctl.ControllerState(0, 1, 0, (), (), writing=(a, b, a))
+    assert ctl._answered(c, a).writing == (b, a)
+    assert ctl._answered(c, b).writing == (a, a)
+    assert ctl._answered(ctl._answered(c, a), a).writing == (b,)
+    # an answer to a write of an earlier controllership of ours is no write of this one
+    assert ctl._answered(c, TopicPartition("t", 2)) is c
