@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import random
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -226,6 +227,19 @@ class FetchArrival:
         self.c._deliver(self.dst, self.src, self.msg)
 
 
+class ControlArrival:
+    """A LeaderAndIsrRequest handed to its destination (run now, or kept in a paused
+    broker's backlog, where `Cluster.leader_and_isr_on_the_way` finds it)."""
+
+    __slots__ = ("c", "dst", "msg", "src")
+
+    def __init__(self, c: Cluster, src: int, dst: int, msg: LeaderAndIsrRequest) -> None:
+        self.c, self.src, self.dst, self.msg = c, src, dst, msg
+
+    def __call__(self) -> None:
+        self.c._deliver(self.dst, self.src, self.msg)
+
+
 class Cluster:
     def __init__(self, *, seed: int, nodes: int, protocol: ProtocolConfig,
                  log_config: LogConfig, net: NetConfig, session_timeout_ms: int,
@@ -250,6 +264,9 @@ class Cluster:
         # FetchRequests each broker sent that are still on the wire (a paused leader's
         # backlog holds the ones that arrived: `FetchArrival`); a bitflip waits for both
         self.fetches_on_wire = [0] * nodes
+        # LeaderAndIsrRequests on the wire or being resent across a cut link (one count per
+        # scheduled arrival or resend); a bitflip waits for those naming the broker too
+        self.leader_and_isr_on_wire: Counter[LeaderAndIsrRequest] = Counter()
         self.clients: dict[int, Callable[[object], None]] = {}  # request id -> callback
         self.next_request_id = 0
         self.acked: set[int] = set()
@@ -393,15 +410,18 @@ class Cluster:
             return
         fetch = isinstance(msg, FetchRequest)
         self.fetches_on_wire[src] += fetch
+        self._lai_count(msg, 1)
         self.sched.after_us(self.delay_us(src, dst), lambda: self._arrive(src, inc, dst, msg))
         if self.net.duplicate and self.rng.random() < self.net.duplicate:
             self.fetches_on_wire[src] += fetch
+            self._lai_count(msg, 1)
             self.sched.after_us(self.delay_us(src, dst),
                                 lambda: self._arrive(src, inc, dst, msg))
 
     def _arrive(self, src: int, inc: int, dst: int, msg: Message) -> None:
         fetch = isinstance(msg, FetchRequest)
         self.fetches_on_wire[src] -= fetch
+        self._lai_count(msg, -1)
         if not self.link_up(src, dst):  # cut while in flight
             self._lost(src, inc, dst, msg, isinstance(msg, CONTROL), attempt=0)
             return
@@ -410,6 +430,8 @@ class Cluster:
             return
         if isinstance(msg, FetchRequest):
             self.run_on(dst, br.incarnation, FetchArrival(self, src, dst, msg))
+        elif isinstance(msg, LeaderAndIsrRequest):
+            self.run_on(dst, br.incarnation, ControlArrival(self, src, dst, msg))
         else:
             self.run_on(dst, br.incarnation, lambda: self._deliver(dst, src, msg))
 
@@ -420,6 +442,24 @@ class Cluster:
         if self.fetches_on_wire[b]:
             return True
         return any(isinstance(fn, FetchArrival) and fn.src == b
+                   for br in self.brokers for fn in br.deferred)
+
+    def _lai_count(self, msg: Message, delta: int) -> None:
+        if isinstance(msg, LeaderAndIsrRequest):
+            self.leader_and_isr_on_wire[msg] += delta
+            if self.leader_and_isr_on_wire[msg] <= 0:
+                del self.leader_and_isr_on_wire[msg]
+
+    def leader_and_isr_on_the_way(self, b: int) -> bool:
+        """A LeaderAndIsrRequest naming b as leader or in an ISR is still to be handled: on
+        the wire, being resent across a cut link (the controller's channel retries until it
+        gets through: seed 320065, an election sent into a partition reached the new leader
+        after the heal, 2.5 s later), or in a paused broker's backlog."""
+        def names(m: LeaderAndIsrRequest) -> bool:
+            return any(pi.leader == b or b in pi.isr for pi in m.partitions)
+        if any(names(m) for m in self.leader_and_isr_on_wire):
+            return True
+        return any(isinstance(fn, ControlArrival) and names(fn.msg)
                    for br in self.brokers for fn in br.deferred)
 
     def _deliver(self, dst: int, src: int, msg: Message) -> None:
@@ -434,11 +474,14 @@ class Cluster:
         if control:
             lo, hi = CONTROL_BACKOFF_MS
             wait = min(hi, lo << min(attempt, 5))
+            self._lai_count(msg, 1)
 
             def again() -> None:
+                self._lai_count(msg, -1)
                 if self.brokers[src].incarnation != inc or self.brokers[src].node is None:
                     return
                 if self.link_up(src, dst) and self.rng.random() >= self.net.loss:
+                    self._lai_count(msg, 1)
                     self.sched.after_us(self.delay_us(src, dst),
                                         lambda: self._arrive(src, inc, dst, msg))
                 else:

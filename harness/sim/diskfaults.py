@@ -19,7 +19,8 @@ The flip lands only once the broker is out of the ZooKeeper ISR and out of every
 view of it (it is down: its session expires, the controller removes it and tells the
 leader), and no ISR write naming it is still on its way (queued in ZooKeeper, or proposed
 by a leader: a fetch the broker sent just before it died may have shown it caught up), nor
-such a fetch itself (on the wire, or waiting at a paused leader): the
+such a fetch itself (on the wire, or waiting at a paused leader), nor a LeaderAndIsr naming
+it (on the wire, resent across a cut link, or waiting at a paused broker): the
 fault model of Kafka's ZooKeeper era, and of spec's invariants, is that an ISR member's
 disk holds what it acknowledged; a corrupted ISR member re-elected before it fetched again
 is KIP-966's unclean recovery, which ZooKeeper-era Kafka has no fix for.
@@ -174,7 +175,10 @@ class DiskFaults:
         caught up, and the leader put b back in the ISR on it. Kafka's leader does the same:
         its ZooKeeper-mode check, `Partition.isReplicaIsrEligible`, asks only that its
         metadata call b live, which it does until b's session expires; even KIP-903's broker
-        epoch would match, the fetch being the same incarnation's)."""
+        epoch would match, the fetch being the same incarnation's), or a LeaderAndIsr naming
+        b that the controller's channel is still delivering (seed 320065: an election made
+        while b's session was alive, sent into a partition and resent until the heal, made
+        its leader lead with b in the ISR after b's flip)."""
         c = self.nem.c
         if self.nem.timing.holds or c.clogged:
             return True  # a delayed LeaderAndIsr may still name b in an ISR (seed 227)
@@ -185,6 +189,8 @@ class DiskFaults:
             return True  # seed 302503: the expansion to b landed after b's flip
         if c.fetch_on_the_way(b):
             return True  # seed 303021: b's last fetch, sent caught up, re-admitted it
+        if c.leader_and_isr_on_the_way(b):
+            return True  # seed 320065: an election naming b, resent across a partition
         for br in c.brokers:
             if br.node is None:
                 continue

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from core.messages import FetchRequest
+from core.messages import FetchRequest, LeaderAndIsrRequest
+from core.types import PartitionInfo
 from harness.history import Op
 from harness.sim.cli import sim_command
 from harness.sim.run import (
@@ -394,6 +395,64 @@ def test_a_fetch_is_on_its_way_until_its_leader_handles_or_drops_it() -> None:
         assert not c.fetch_on_the_way(1)
         if dies:
             c.brokers[0].start()
+
+
+def test_no_flip_while_a_leader_and_isr_naming_the_broker_is_resent_seed_320065() -> None:
+    """Seed 320065 (register; partition, pause, move-leader, bitflip, bounce-leader,
+    slow-control; loss 0.05, flush_each false), found with the current default menu: broker 2
+    was killed for a bitflip at 4.010 s, with broker 0 leading epoch 0, ISR (0, 2). At
+    8.061 s broker 0 was cut off from the controller; at 10.010 s controller 1's preferred-
+    leader election wrote leader 0, epoch 2, ISR (0, 2) (broker 2's session was still alive)
+    and sent the LeaderAndIsr into the cut, where the controller's channel resends it. At
+    10.201 s broker 2's session expired, the controller wrote epoch 3, ISR (0,), and at
+    10.210 s the flip landed (no ISR, queued write, pending expansion or fetch named broker
+    2; recovery truncated its .log to 2 records). At 12.561 s, after the heal, the resent
+    epoch 2 request reached broker 0, which led with ISR (0, 2) and exposed HW 3: weak_isr.
+    The simulator's fault (the flip broke the fault model), not the protocol's: slow-control
+    was drawn but never held anything. A flip now also waits for LeaderAndIsrs naming the
+    broker that are on the wire, resent, or in a paused broker's backlog; the seed now flips
+    broker 2's segment after that request was handled."""
+    r = run_seed(SimOptions(seed=320065))
+    assert r.ok, r.failure
+    flips = [op for op in r.history if op.process == "nemesis" and op.f == "bitflip"
+             and isinstance(op.value, dict) and op.value["node"] == 2]
+    assert flips and flips[0].value["file"].endswith(".log")
+    assert flips[0].time_ns > 12_561_714_000  # after the resent election was handled
+
+
+def test_a_leader_and_isr_is_on_its_way_while_resent_across_a_cut_link() -> None:
+    """The accounting behind seed 320065's precondition: a LeaderAndIsr naming broker 2 is
+    on its way while resent across a cut link and while in a paused broker's backlog, until
+    that broker runs it; one naming others never counts for broker 2."""
+    c, _, _ = build(SimOptions(seed=1))
+    c.net = dataclasses.replace(c.net, loss=0.0, duplicate=0.0)
+    for br in c.brokers:
+        br.start()
+    while c.sched.run_one(2_000_000):
+        pass
+    assert not c.leader_and_isr_on_the_way(2)
+
+    def lai(isr: tuple[int, ...]) -> LeaderAndIsrRequest:
+        info = PartitionInfo(tp=TP, leader=0, leader_epoch=99, isr=isr, zk_version=99,
+                             replicas=(0, 1, 2))
+        return LeaderAndIsrRequest(controller_id=1, controller_epoch=0, broker_epoch=0,
+                                   partitions=(info,))
+
+    src = 1
+    c.down |= {(src, 0), (0, src)}
+    c.brokers[0].paused = True
+    c.net_send(src, c.brokers[src].incarnation, 0, lai((0, 1)))
+    assert not c.leader_and_isr_on_the_way(2)
+    c.net_send(src, c.brokers[src].incarnation, 0, lai((0, 2)))
+    for _ in range(50):  # resent, and resent again, while the link is cut
+        c.sched.run_one(c.sched.now_us + 1_000_000)
+        assert c.leader_and_isr_on_the_way(2)
+    c.down -= {(src, 0), (0, src)}
+    while c.leader_and_isr_on_wire:
+        assert c.sched.run_one(c.sched.now_us + 2_000_000)
+    assert c.leader_and_isr_on_the_way(2)  # arrived: held in paused broker 0's backlog
+    c.resume(0)
+    assert not c.leader_and_isr_on_the_way(2)
 
 
 @pytest.mark.parametrize("seed", [304044, 304273])
