@@ -484,3 +484,12 @@ def test_a_restarted_leader_is_not_told_a_stale_isr_seed_313738() -> None:
     LeaderAndIsr (tests/core/test_controller_paths.py)."""
     r = run_seed(SimOptions(seed=313738, faults=OLDER_MENU))
     assert r.ok, r.failure
+
+
+def test_the_resent_leader_and_isr_precondition_also_holds_seed_321891() -> None:
+    """Seed 321891 (register; partition, clog, move-leader, bitflip, bounce-leader, slow-zk,
+    slow-control, bounce-controller), found by the same swarm as seed 320065 before its fix:
+    weak_isr (leader 0, epoch 6, HW 57 past flipped ISR member 2's log). It passes with the
+    flip waiting for LeaderAndIsr requests naming the broker that are still on their way."""
+    r = run_seed(SimOptions(seed=321891))
+    assert r.ok, r.failure
