@@ -30,7 +30,7 @@ from typing import Any
 from kio.schema.metadata.v1 import request as md_req
 
 from broker.runtime.proc import stop_process
-from broker.runtime.zkserver import ZooKeeperServer, free_port
+from broker.runtime.zkserver import ZooKeeperServer, free_ports
 from broker.wire import DecodedResponse, decode_response, encode_request, response_fields
 
 STATE_FILE = "cluster.json"
@@ -158,8 +158,9 @@ class LocalCluster:
         host = broker_host(broker_id)
         d = self.base_dir / f"broker-{broker_id}"
         d.mkdir(parents=True, exist_ok=True)
+        port, admin_port = free_ports(host, 2)
         return BrokerProcess(
-            broker_id, host, free_port(host), free_port(host), d / "data",
+            broker_id, host, port, admin_port, d / "data",
             d / "server.properties", d / "broker.log")
 
     def _write_config(self, b: BrokerProcess) -> None:

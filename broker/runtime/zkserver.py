@@ -65,6 +65,18 @@ def free_port(host: str = LOOPBACK) -> int:
         return int(s.getsockname()[1])
 
 
+def free_ports(host: str, n: int) -> list[int]:
+    """`n` distinct ports nobody listens on right now: all bound at once, so the kernel cannot
+    hand the same one out twice (two `free_port` calls in a row can: a broker's listener and
+    admin port once collided)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+                 for _ in range(n)]
+        for s in socks:
+            s.bind((host, 0))
+        return [int(s.getsockname()[1]) for s in socks]
+
+
 def four_letter_word(host: str, port: int, word: str, timeout_s: float = 1.0) -> str:
     """Send a ZooKeeper four-letter word (`ruok`, `srvr`, `mntr`...) and return the answer."""
     with socket.create_connection((host, port), timeout=timeout_s) as s:

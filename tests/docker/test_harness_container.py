@@ -52,7 +52,14 @@ def _campaign(store: Path, name: str, *args: str,
             [sys.executable, "-c", "from harness.cli import main; main()", "campaign",
              "--runtime", "docker", "--harness", harness, "--name", name,
              "--store", str(store), *args],
-            stdout=out, stderr=err, cwd=REPO, env=dict(os.environ))
+            stdout=out, stderr=err, cwd=REPO, env=dict(os.environ),
+            # a Ctrl-C comes from a terminal whose SIGINT is not ignored; a suite started as a
+            # background job of a non-interactive shell ignores it, and children inherit that
+            preexec_fn=_sigint_default)
+
+
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _output(store: Path, name: str) -> tuple[str, str]:
