@@ -646,6 +646,13 @@ def consume(bootstrap: str, partitions: int, records: int,
         "enable.auto.commit": False, "enable.partition.eof": False,
         "log.connection.close": False, "logger": quiet_logger(),
         "fetch.max.bytes": 64 * MiB, "max.partition.fetch.bytes": 4 * MiB,
+        # librdkafka stops fetching a partition for fetch.queue.backoff.ms (default 1 s) when
+        # its local queue is full (64 MiB), i.e. when the brokers serve faster than this Python
+        # loop drains. Three leaders fill it three times as fast as the one-node sink: with the
+        # default the cluster's consume was mostly these 1 s pauses ("Fetch backoff for 1000ms:
+        # Local: Queue full" in debug=fetch), 0.7 of the sink; with 10 ms it is 0.8-1.4 (lead,
+        # 2026-11-26, load 3-6). The same setting for the sink, the cluster and --compare.
+        "fetch.queue.backoff.ms": 10,
     })
     try:
         c.assign([CkTopicPartition(topic, i, 0) for i in range(partitions)])
