@@ -16,17 +16,18 @@
   records served afterwards are the records written.
 
 The flip lands only once nothing can count the broker as in sync any more: it is out of the
-ZooKeeper ISR and out of every live leader's view of it (it is down: its session expires, the
-controller removes it and tells the leader), and nothing still on its way could put it back:
-no message, ZooKeeper operation or notification that its dead process sent, or that names it
-as a leader or ISR member, is left anywhere (on the wire, resent across a cut link, in a
-paused broker's backlog, held back by a timing fault, queued in ZooKeeper). One scan of the
-simulated state (`Cluster.on_its_way`), not one predicate per way found (seeds 227, 302503,
-303021, 320065, 345482 each found one): the fault model of Kafka's ZooKeeper era, and of
-spec's invariants, is that an ISR member's disk holds what it acknowledged; a corrupted ISR
-member re-elected before it fetched again is KIP-966's unclean recovery, which
-ZooKeeper-era Kafka has no fix for. (A torn crash needs no such wait: the swarm flushes each
-append when it draws lossy crashes, so what a crash loses was never acknowledged.)
+ZooKeeper ISR, out of every live leader's view of it and every live controller's cache (it
+is down: its session expires, the controller removes it and tells the leader), and nothing
+still on its way could put it back: no message, ZooKeeper operation or notification that its
+dead process sent, or that names it as a leader or ISR member, is left anywhere (on the
+wire, resent across a cut link, in a paused broker's backlog, held back by a timing fault,
+queued in ZooKeeper). One scan of the simulated state (`Cluster.on_its_way`), not one
+predicate per way found (seeds 227, 302503, 303021, 320065, 345482 each found one): the
+fault model of Kafka's ZooKeeper era, and of spec's invariants, is that an ISR member's disk
+holds what it acknowledged; a corrupted ISR member re-elected before it fetched again is
+KIP-966's unclean recovery, which ZooKeeper-era Kafka has no fix for. (A torn crash needs no
+such wait: the swarm flushes each append when it draws lossy crashes, so what a crash loses
+was never acknowledged.)
 So every spec invariant is still checked in full on these seeds.
 """
 
@@ -186,16 +187,17 @@ class DiskFaults:
 
     def _counted_in_sync(self, b: int) -> bool:
         """Something could still count on b's disk (spec's strong_isr and weak_isr): b is
-        leader or in the ISR in ZooKeeper or in a live leader's view (its ISR, or an
-        expansion it proposed: `pending_isr`), or anything still on its way was sent by b's
-        dead process or names b as a leader or ISR member (`Cluster.on_its_way`: messages
-        on the wire, resent, in a paused broker's backlog or held back by a timing fault;
-        ZooKeeper operations queued; ZooKeeper's notifications). One generic rule, read off
-        the simulated state, in place of one predicate per way found: seeds 227 (a held
-        LeaderAndIsr), 302503 (a queued ISR write), 303021 (b's last fetch, which showed it
-        caught up: Kafka's ZooKeeper-mode `Partition.isReplicaIsrEligible` admits b on it
-        while its session lives), 320065 (a LeaderAndIsr resent across a cut link) and
-        345482 (a LeaderAndIsr still going in, one a millisecond, after its hold ended)."""
+        leader or in the ISR in ZooKeeper, in a live leader's view (its ISR, or an expansion
+        it proposed: `pending_isr`) or in a live controller's cache, or anything still on
+        its way was sent by b's dead process or names b as a leader or ISR member
+        (`Cluster.on_its_way`: messages on the wire, resent, in a paused broker's backlog or
+        held back by a timing fault; ZooKeeper operations queued; ZooKeeper's
+        notifications). One generic rule, read off the simulated state, in place of one
+        predicate per way found: seeds 227 (a held LeaderAndIsr), 302503 (a queued ISR
+        write), 303021 (b's last fetch, which showed it caught up: Kafka's ZooKeeper-mode
+        `Partition.isReplicaIsrEligible` admits b on it while its session lives), 320065 (a
+        LeaderAndIsr resent across a cut link) and 345482 (a LeaderAndIsr still going in,
+        one a millisecond, after its hold ended)."""
         c = self.nem.c
         p = c.zk.partition
         if p is not None and names_in_sync(p, b):
@@ -203,10 +205,15 @@ class DiskFaults:
         for br in c.brokers:
             if br.node is None:
                 continue
-            for r in br.node.state.replicas:
+            st = br.node.state
+            for r in st.replicas:
                 if r.tp == TP and r.role == Role.LEADER and (
                         b in r.isr or (r.pending_isr is not None and b in r.pending_isr)):
                     return True
+            # a controller tells a (re)started broker the state it caches: a stale one (a
+            # leader's ISR shrink it has not been notified of) may still name b
+            if st.controller is not None and names_in_sync(st.controller.partitions, b):
+                return True
         return any(src == b or names_in_sync(what, b) for src, what in c.on_its_way())
 
     def _flip(self, b: int) -> None:
