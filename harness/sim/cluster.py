@@ -11,8 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import random
-from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +38,7 @@ from core.messages import (
 )
 from core.timers import TimerKey
 from core.types import Errors, Role
-from harness.sim.sched import US_PER_MS, Scheduler
+from harness.sim.sched import US_PER_MS, Delivery, Scheduler
 from harness.sim.zk import SimZooKeeper
 from spec import invariants as inv
 from spec.world import TP, Disk, Ghost, Record, World, Zk
@@ -214,32 +213,6 @@ class Broker:
         self.mirror_dirty = True
 
 
-class FetchArrival:
-    """A FetchRequest handed to its destination (run now, or kept in a paused broker's
-    backlog, where `Cluster.fetch_on_the_way` finds it by its sender)."""
-
-    __slots__ = ("c", "dst", "msg", "src")
-
-    def __init__(self, c: Cluster, src: int, dst: int, msg: FetchRequest) -> None:
-        self.c, self.src, self.dst, self.msg = c, src, dst, msg
-
-    def __call__(self) -> None:
-        self.c._deliver(self.dst, self.src, self.msg)
-
-
-class ControlArrival:
-    """A LeaderAndIsrRequest handed to its destination (run now, or kept in a paused
-    broker's backlog, where `Cluster.leader_and_isr_on_the_way` finds it)."""
-
-    __slots__ = ("c", "dst", "msg", "src")
-
-    def __init__(self, c: Cluster, src: int, dst: int, msg: LeaderAndIsrRequest) -> None:
-        self.c, self.src, self.dst, self.msg = c, src, dst, msg
-
-    def __call__(self) -> None:
-        self.c._deliver(self.dst, self.src, self.msg)
-
-
 class Cluster:
     def __init__(self, *, seed: int, nodes: int, protocol: ProtocolConfig,
                  log_config: LogConfig, net: NetConfig, session_timeout_ms: int,
@@ -261,12 +234,9 @@ class Cluster:
         self.brokers = [Broker(self, b, self.rng.randrange(1 << 30)) for b in range(nodes)]
         self.zk_queue_until = [0] * nodes  # FIFO delivery of ZooKeeper events per broker
         self.zk_inflight = [0] * nodes
-        # FetchRequests each broker sent that are still on the wire (a paused leader's
-        # backlog holds the ones that arrived: `FetchArrival`); a bitflip waits for both
-        self.fetches_on_wire = [0] * nodes
-        # LeaderAndIsrRequests on the wire or being resent across a cut link (one count per
-        # scheduled arrival or resend); a bitflip waits for those naming the broker too
-        self.leader_and_isr_on_wire: Counter[LeaderAndIsrRequest] = Counter()
+        # Messages a timing fault holds back from a broker's process: (broker, incarnation,
+        # the held MessageReceived events, emptied as they go in); see `on_its_way`
+        self.withheld: list[tuple[int, int, list[ev.MessageReceived]]] = []
         self.clients: dict[int, Callable[[object], None]] = {}  # request id -> callback
         self.next_request_id = 0
         self.acked: set[int] = set()
@@ -408,59 +378,42 @@ class Cluster:
         if not self.link_up(src, dst) or self.rng.random() < self.net.loss:
             self._lost(src, inc, dst, msg, control, attempt=0)
             return
-        fetch = isinstance(msg, FetchRequest)
-        self.fetches_on_wire[src] += fetch
-        self._lai_count(msg, 1)
-        self.sched.after_us(self.delay_us(src, dst), lambda: self._arrive(src, inc, dst, msg))
+        self.sched.after_us(self.delay_us(src, dst), self._on_wire(src, inc, dst, msg))
         if self.net.duplicate and self.rng.random() < self.net.duplicate:
-            self.fetches_on_wire[src] += fetch
-            self._lai_count(msg, 1)
-            self.sched.after_us(self.delay_us(src, dst),
-                                lambda: self._arrive(src, inc, dst, msg))
+            self.sched.after_us(self.delay_us(src, dst), self._on_wire(src, inc, dst, msg))
+
+    def _on_wire(self, src: int, inc: int, dst: int, msg: Message) -> Delivery:
+        return Delivery(src, msg, lambda: self._arrive(src, inc, dst, msg))
 
     def _arrive(self, src: int, inc: int, dst: int, msg: Message) -> None:
-        fetch = isinstance(msg, FetchRequest)
-        self.fetches_on_wire[src] -= fetch
-        self._lai_count(msg, -1)
         if not self.link_up(src, dst):  # cut while in flight
             self._lost(src, inc, dst, msg, isinstance(msg, CONTROL), attempt=0)
             return
         br = self.brokers[dst]
         if br.node is None:
             return
-        if isinstance(msg, FetchRequest):
-            self.run_on(dst, br.incarnation, FetchArrival(self, src, dst, msg))
-        elif isinstance(msg, LeaderAndIsrRequest):
-            self.run_on(dst, br.incarnation, ControlArrival(self, src, dst, msg))
-        else:
-            self.run_on(dst, br.incarnation, lambda: self._deliver(dst, src, msg))
+        # (a paused broker keeps it in its backlog, where `on_its_way` still finds it)
+        self.run_on(dst, br.incarnation, Delivery(src, msg, lambda: self._deliver(dst, src, msg)))
 
-    def fetch_on_the_way(self, b: int) -> bool:
-        """A FetchRequest b sent is still to be handled by its destination: on the wire, or
-        in a paused broker's backlog (a dead incarnation's request still arrives: the data
-        was sent before the process died; a leader may count b caught up on it)."""
-        if self.fetches_on_wire[b]:
-            return True
-        return any(isinstance(fn, FetchArrival) and fn.src == b
-                   for br in self.brokers for fn in br.deferred)
-
-    def _lai_count(self, msg: Message, delta: int) -> None:
-        if isinstance(msg, LeaderAndIsrRequest):
-            self.leader_and_isr_on_wire[msg] += delta
-            if self.leader_and_isr_on_wire[msg] <= 0:
-                del self.leader_and_isr_on_wire[msg]
-
-    def leader_and_isr_on_the_way(self, b: int) -> bool:
-        """A LeaderAndIsrRequest naming b as leader or in an ISR is still to be handled: on
-        the wire, being resent across a cut link (the controller's channel retries until it
-        gets through: seed 320065, an election sent into a partition reached the new leader
-        after the heal, 2.5 s later), or in a paused broker's backlog."""
-        def names(m: LeaderAndIsrRequest) -> bool:
-            return any(pi.leader == b or b in pi.isr for pi in m.partitions)
-        if any(names(m) for m in self.leader_and_isr_on_wire):
-            return True
-        return any(isinstance(fn, ControlArrival) and names(fn.msg)
-                   for br in self.brokers for fn in br.deferred)
+    def on_its_way(self) -> Iterator[tuple[int, object]]:
+        """(sender, what it carries) of everything sent and not yet handled: messages on the
+        wire or resent across a cut link (a dead sender's too: the bytes were sent before it
+        died), in a paused broker's backlog or held back by a timing fault; ZooKeeper
+        operations queued (behind the submitter's earlier ones, or slowed) and ZooKeeper's
+        notifications on their way. One scan of the scheduler, the backlogs and the holds,
+        so a new path that carries something is covered by making it a `Delivery`."""
+        for fn in self.sched.queued():
+            if isinstance(fn, Delivery):
+                yield fn.src, fn.payload
+        for br in self.brokers:
+            for fn in br.deferred:
+                if isinstance(fn, Delivery):
+                    yield fn.src, fn.payload
+        live = [w for w in self.withheld if self.alive(w[0], w[1])]
+        self.withheld[:] = live  # (a hold dies with its process)
+        for _, _, held in live:
+            for e in held:
+                yield e.src, e.message
 
     def _deliver(self, dst: int, src: int, msg: Message) -> None:
         node = self.brokers[dst].node
@@ -474,20 +427,17 @@ class Cluster:
         if control:
             lo, hi = CONTROL_BACKOFF_MS
             wait = min(hi, lo << min(attempt, 5))
-            self._lai_count(msg, 1)
 
             def again() -> None:
-                self._lai_count(msg, -1)
                 if self.brokers[src].incarnation != inc or self.brokers[src].node is None:
                     return
                 if self.link_up(src, dst) and self.rng.random() >= self.net.loss:
-                    self._lai_count(msg, 1)
                     self.sched.after_us(self.delay_us(src, dst),
-                                        lambda: self._arrive(src, inc, dst, msg))
+                                        self._on_wire(src, inc, dst, msg))
                 else:
                     self._lost(src, inc, dst, msg, True, attempt + 1)
 
-            self.sched.after_us(wait * US_PER_MS, again)
+            self.sched.after_us(wait * US_PER_MS, Delivery(src, msg, again))
             return
         request: FetchRequest | OffsetForLeaderEpochRequest
         if isinstance(msg, FetchRequest | OffsetForLeaderEpochRequest):
@@ -552,9 +502,10 @@ class Cluster:
         def arrive() -> None:
             self.zk_inflight[broker] -= 1
             self.dirty = True  # the broker's "notifications pending" changed
-            self.run_on(broker, incarnation, lambda: self._zk_events(broker, events))
+            self.run_on(broker, incarnation,
+                        Delivery(ZK, events, lambda: self._zk_events(broker, events)))
 
-        self.sched.at(t, arrive)
+        self.sched.at(t, Delivery(ZK, events, arrive))
 
     def _zk_events(self, b: int, events: tuple[ev.Event, ...]) -> None:
         node = self.brokers[b].node

@@ -7,7 +7,7 @@ in the order they were scheduled, so a zero-delay timer behaves as asyncio's `ca
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 US_PER_MS = 1000
 
@@ -23,6 +23,22 @@ class Handle:
 
     def cancel(self) -> None:
         self.cancelled = True
+
+
+class Delivery:
+    """A callback that carries something from one process to another: a message (on the
+    wire, resent, or in a paused broker's backlog), a ZooKeeper operation a broker submitted,
+    or a ZooKeeper notification. `src` is the sender (a broker id, or -1 for ZooKeeper) and
+    `payload` what it carries, so what is still on its way can be read off the scheduler
+    (`Scheduler.queued`) instead of being counted along each path."""
+
+    __slots__ = ("fn", "payload", "src")
+
+    def __init__(self, src: int, payload: object, fn: Callable[[], None]) -> None:
+        self.src, self.payload, self.fn = src, payload, fn
+
+    def __call__(self) -> None:
+        self.fn()
 
 
 class Scheduler:
@@ -66,3 +82,7 @@ class Scheduler:
 
     def pending(self) -> int:
         return len(self._heap)
+
+    def queued(self) -> Iterator[Callable[[], None]]:
+        """Every callback still to run (in no particular order)."""
+        return (h.fn for _, _, h in self._heap if not h.cancelled)

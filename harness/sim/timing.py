@@ -155,7 +155,9 @@ class TimingFaults:
             return
         inc = br.incarnation
         inner = node.handle
-        held: list[ev.Event] = []
+        held: list[ev.MessageReceived] = []
+        withheld = (b, inc, held)
+        c.withheld.append(withheld)  # still on its way to b (`Cluster.on_its_way`)
         done = [False]  # the held requests are all in: this layer only passes events on
 
         def handle(e: ev.Event) -> None:
@@ -186,6 +188,7 @@ class TimingFaults:
                 # own restore put this finished layer back, holding the controller's
                 # requests for good): unwrap only if outermost, else just pass events on.
                 done[0] = True
+                c.withheld[:] = [w for w in c.withheld if w is not withheld]
                 if node.handle is handle:
                     node.handle = inner  # type: ignore[method-assign]
                 return

@@ -21,7 +21,7 @@ from typing import Protocol
 from core import effects as fx
 from core import events as ev
 from core.types import NO_LEADER, LeaderIsr, LiveBroker, TopicPartition
-from harness.sim.sched import US_PER_MS, Scheduler
+from harness.sim.sched import US_PER_MS, Delivery, Scheduler
 
 OP_TIMEOUT_MS = 2_000  # an effect that cannot reach ZooKeeper fails after this
 RETRY_BACKOFF_MS = 1_000  # ZkDriver.RETRY_BACKOFF_S
@@ -76,10 +76,6 @@ class SimZooKeeper:
         # notification yet (the leader sends it after hearing its write succeeded): the
         # controller has a notification pending, as spec.world's `inbox`.
         self.isr_unseen = False
-        # Partition-state writes submitted and not yet carried out (queued behind the
-        # broker's earlier operations, or slowed by slow-zk): what the znode may yet say.
-        # At most one per submitted effect; each leaves when it is executed or dropped.
-        self.writes_queued: list[LeaderIsr] = []
         sched.after_us(TICK_MS * US_PER_MS, self._tick)
 
     # -- sessions -------------------------------------------------------------------------
@@ -181,24 +177,22 @@ class SimZooKeeper:
         start = max(self.sched.now_us, self.busy_until.get(broker, 0))
         t = start + self.host.zk_latency_us()
         self.busy_until[broker] = t
-        if isinstance(effect, fx.ZkWritePartitionState):
-            self.writes_queued.append(effect.proposed)
-        self.sched.at(t, lambda: self._execute(broker, incarnation, effect))
+        # (queued: what the znodes may yet say, as `Cluster.on_its_way` reads it)
+        self.sched.at(t, Delivery(broker, effect,
+                                  lambda: self._execute(broker, incarnation, effect)))
 
     def _execute(self, broker: int, incarnation: int, effect: fx.Effect) -> None:
-        if isinstance(effect, fx.ZkWritePartitionState):
-            self.writes_queued.remove(effect.proposed)  # carried out or dropped, from now
         if not self.host.alive(broker, incarnation):
             return  # a crashed process's effects die with it
         s = self._live_session(broker, incarnation)
         if s is None or not self.host.zk_reachable(broker, incarnation):
-            self.sched.after_us(OP_TIMEOUT_MS * US_PER_MS,
-                                lambda: self._unavailable(broker, incarnation, effect))
+            self.sched.after_us(OP_TIMEOUT_MS * US_PER_MS, Delivery(
+                broker, effect, lambda: self._unavailable(broker, incarnation, effect)))
             return
         events = self._apply(broker, s, effect)
         if events is None:  # our id is held by an older session of ours: wait it out
-            self.sched.after_us(ID_IN_USE_RETRY_MS * US_PER_MS,
-                                lambda: self.submit(broker, incarnation, effect))
+            self.sched.after_us(ID_IN_USE_RETRY_MS * US_PER_MS, Delivery(
+                broker, effect, lambda: self.submit(broker, incarnation, effect)))
             return
         if events:
             self.host.zk_deliver(broker, incarnation, events)
@@ -211,8 +205,8 @@ class SimZooKeeper:
         match effect:
             case (fx.ZkRegisterBroker() | fx.ZkElectController() | fx.ZkNotifyIsrChange()
                   | fx.ZkDeleteTopic() | fx.ZkResignController()):
-                self.sched.after_us(RETRY_BACKOFF_MS * US_PER_MS,
-                                    lambda: self.submit(broker, incarnation, effect))
+                self.sched.after_us(RETRY_BACKOFF_MS * US_PER_MS, Delivery(
+                    broker, effect, lambda: self.submit(broker, incarnation, effect)))
             case fx.ZkWritePartitionState(by_controller=True):
                 self.host.zk_deliver(broker, incarnation, (ev.PartitionStateWritten(
                     effect.tp, effect.proposed, True, ok=False, fenced=True, current=None),))

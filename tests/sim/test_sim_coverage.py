@@ -14,6 +14,8 @@ from core.messages import FetchRequest, LeaderAndIsrRequest
 from core.types import PartitionInfo
 from harness.history import Op
 from harness.sim.cli import sim_command
+from harness.sim.cluster import Cluster
+from harness.sim.diskfaults import names_in_sync
 from harness.sim.run import (
     FAULTS,
     SimOptions,
@@ -22,6 +24,7 @@ from harness.sim.run import (
     history_lines,
     run_seed,
 )
+from harness.sim.sched import Delivery
 from spec.world import TP
 
 SHORT: dict[str, Any] = {"time_s": 5.0, "liveness_s": 30.0}
@@ -364,6 +367,12 @@ def test_no_flip_while_a_fetch_the_broker_sent_is_on_its_way_seed_303021() -> No
     assert "truncated" in " ".join(after_second[0]["recovery"])
 
 
+def _on_wire(c: Cluster, b: int, kind: type) -> int:
+    """How many `kind` messages b sent are scheduled to arrive (or to be resent)."""
+    return sum(1 for fn in c.sched.queued() if isinstance(fn, Delivery) and fn.src == b
+               and isinstance(fn.payload, kind))
+
+
 def test_a_fetch_is_on_its_way_until_its_leader_handles_or_drops_it() -> None:
     """The accounting behind seed 303021's precondition: on the wire, then in a paused
     leader's backlog, until the leader runs it (or dies with it)."""
@@ -374,25 +383,28 @@ def test_a_fetch_is_on_its_way_until_its_leader_handles_or_drops_it() -> None:
     while c.sched.run_one(2_000_000):  # registered, a leader elected, followers fetching
         pass
 
+    def fetch_on_its_way() -> bool:
+        return any(src == 1 and isinstance(m, FetchRequest) for src, m in c.on_its_way())
+
     def drain() -> None:
-        while c.fetches_on_wire[1]:
+        while _on_wire(c, 1, FetchRequest):
             assert c.sched.run_one(c.sched.now_us + 1_000_000)
 
     c.brokers[1].crash(lossy=False)  # its own fetcher stops; what it sent drains
     drain()
-    assert not c.fetch_on_the_way(1)
+    assert not fetch_on_its_way()
     fetch = FetchRequest(1, TP, 0, 0, -1, c.new_request_id())
     for dies in (False, True):
         c.brokers[0].paused = True
         c.net_send(1, c.brokers[1].incarnation, 0, fetch)
-        assert c.fetches_on_wire[1] == 1 and c.fetch_on_the_way(1)
+        assert _on_wire(c, 1, FetchRequest) == 1 and fetch_on_its_way()
         drain()  # arrived: held in paused broker 0's backlog
-        assert c.fetch_on_the_way(1)
+        assert fetch_on_its_way()
         if dies:
             c.brokers[0].crash(lossy=False)
         else:
             c.resume(0)
-        assert not c.fetch_on_the_way(1)
+        assert not fetch_on_its_way()
         if dies:
             c.brokers[0].start()
 
@@ -430,7 +442,12 @@ def test_a_leader_and_isr_is_on_its_way_while_resent_across_a_cut_link() -> None
         br.start()
     while c.sched.run_one(2_000_000):
         pass
-    assert not c.leader_and_isr_on_the_way(2)
+
+    def lai_naming_2() -> bool:
+        return any(isinstance(m, LeaderAndIsrRequest) and names_in_sync(m, 2)
+                   for _, m in c.on_its_way())
+
+    assert not lai_naming_2()
 
     def lai(isr: tuple[int, ...]) -> LeaderAndIsrRequest:
         info = PartitionInfo(tp=TP, leader=0, leader_epoch=99, isr=isr, zk_version=99,
@@ -442,17 +459,17 @@ def test_a_leader_and_isr_is_on_its_way_while_resent_across_a_cut_link() -> None
     c.down |= {(src, 0), (0, src)}
     c.brokers[0].paused = True
     c.net_send(src, c.brokers[src].incarnation, 0, lai((0, 1)))
-    assert not c.leader_and_isr_on_the_way(2)
+    assert not lai_naming_2()
     c.net_send(src, c.brokers[src].incarnation, 0, lai((0, 2)))
     for _ in range(50):  # resent, and resent again, while the link is cut
         c.sched.run_one(c.sched.now_us + 1_000_000)
-        assert c.leader_and_isr_on_the_way(2)
+        assert lai_naming_2()
     c.down -= {(src, 0), (0, src)}
-    while c.leader_and_isr_on_wire:
+    while _on_wire(c, src, LeaderAndIsrRequest):
         assert c.sched.run_one(c.sched.now_us + 2_000_000)
-    assert c.leader_and_isr_on_the_way(2)  # arrived: held in paused broker 0's backlog
+    assert lai_naming_2()  # arrived: held in paused broker 0's backlog
     c.resume(0)
-    assert not c.leader_and_isr_on_the_way(2)
+    assert not lai_naming_2()
 
 
 @pytest.mark.parametrize("seed", [304044, 304273])
@@ -495,11 +512,26 @@ def test_the_resent_leader_and_isr_precondition_also_holds_seed_321891() -> None
     assert r.ok, r.failure
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="open: seed 345482 (register; kill, lossy-kill, partition, pause, "
-                   "expire, clog, torn-crash, bitflip, slow-zk, bounce-controller) breaks "
-                   "weak_isr (leader 0, epoch 7, HW 6; ISR member 2 holds nothing); found by "
-                   "the 12,000-seed swarm of the final tree, not yet diagnosed")
-def test_seed_345482_keeps_weak_isr() -> None:
+def test_no_flip_while_a_released_hold_still_delivers_seed_345482() -> None:
+    """Seed 345482 (register; kill, lossy-kill, partition, pause, expire, clog, torn-crash,
+    bitflip, slow-zk, bounce-controller), found by the 12,000-seed swarm of the final tree:
+    weak_isr (leader 0, epoch 7, HW 6; ISR member 2 holds nothing). Broker 2 was killed for
+    a bitflip at 9.584 s (ZooKeeper ISR (0, 1, 2)). At 13.782 s bounce-controller held
+    controller 1's channel to broker 0 for 6 s; at 14.552 s the controller elected leader 0,
+    epoch 7, ISR (0, 1, 2) (broker 2's session still lived), and that LeaderAndIsr waited in
+    the hold. Broker 2's session expired at 15.60 s (epoch 8, ISR (0, 1)). At 19.782 s the
+    hold ended and its 24 requests went in, one a millisecond; the hold was no longer
+    counted, so the flip landed at 19.784 s (recovery truncated broker 2's whole .log), and
+    at 19.785 s the released epoch-7 request (broker 0 had seen no newer controller epoch:
+    the newer ones were behind it in the same hold) made broker 0 lead with ISR (0, 1, 2)
+    and HW 6. The simulator's fault (the flip broke its fault model), not the protocol's.
+    The flip's precondition is now one scan of everything on its way (`Cluster.on_its_way`,
+    held requests included until each has gone in), and the seed flips broker 2's segment
+    after the last released request (19.805 s)."""
     r = run_seed(SimOptions(seed=345482))
     assert r.ok, r.failure
+    assert "bounce-controller" in r.drawn.faults
+    flips = [op for op in r.history if op.process == "nemesis" and op.f == "bitflip"
+             and isinstance(op.value, dict) and op.value["node"] == 2]
+    assert len(flips) == 2 and flips[1].value["file"].endswith(".log")
+    assert flips[1].time_ns > 19_805_187_000  # after the held requests all went in
