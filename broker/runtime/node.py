@@ -32,7 +32,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from broker.runtime.ports import (
     AsyncioClock,
@@ -75,6 +75,8 @@ RESPONSES = (FetchResponse, OffsetForLeaderEpochResponse, ControlledShutdownResp
 ROLE_CHANGES = (LeaderAndIsrRequest, StopReplicaRequest)
 CONTROL_REQUESTS = (LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest)
 HELD_CONTROL_MAX = 64  # control requests kept while the broker is not registered yet
+_Reply = fx.ProduceReply | fx.ConsumerFetchReply | fx.ListOffsetsReply
+_REPLIES = frozenset((fx.ProduceReply, fx.ConsumerFetchReply, fx.ListOffsetsReply))
 STATE_CHANGE_EVENTS = (ev.PartitionStateWritten, ev.SessionExpired, ev.BrokerRegistered,
                        ev.ControllerElection, ev.BrokersChanged)
 
@@ -258,7 +260,7 @@ class Node:
                     e: ev.Event = ev.TimerFired(item.key)
                 else:
                     e = item
-                if self._hold_until_registered(e):
+                if self.state.broker_epoch == NO_BROKER_EPOCH and self._hold_until_registered(e):
                     continue
                 try:
                     before = self.state
@@ -348,6 +350,24 @@ class Node:
     # -- effects out ----------------------------------------------------------------------
 
     def _apply(self, e: fx.Effect) -> None:
+        # The most frequent effects by their exact type first (effect classes have no
+        # subclasses): the match below tries its class patterns one after another.
+        kind = type(e)
+        if kind is fx.SetTimer:
+            timer = cast(fx.SetTimer, e)
+            self._set_timer(timer.key, timer.delay_ms)
+            return
+        if kind is fx.Send:
+            send = cast(fx.Send, e)
+            self._send(send.dst, send.message)
+            return
+        if kind is fx.CancelTimer:
+            self._cancel_timer(cast(fx.CancelTimer, e).key)
+            return
+        if kind in _REPLIES:
+            reply = cast(_Reply, e)
+            self.replies.resolve(reply.request_id, reply)
+            return
         match e:
             case fx.Send(dst=dst, message=msg):
                 self._send(dst, msg)
