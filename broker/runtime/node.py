@@ -81,6 +81,22 @@ STATE_CHANGE_EVENTS = (ev.PartitionStateWritten, ev.SessionExpired, ev.BrokerReg
                        ev.ControllerElection, ev.BrokersChanged)
 
 
+_OTHER_FIELDS: dict[type, tuple[str, ...]] = {}  # per message class: its fields but request_id
+
+
+def _with_request_id(msg: Message, request_id: int) -> Message:
+    """`dataclasses.replace(msg, request_id=request_id)` without its per-field checks on
+    every request sent (messages are plain frozen dataclasses: every field is an init
+    field, none an InitVar)."""
+    cls = type(msg)
+    names = _OTHER_FIELDS.get(cls)
+    if names is None:
+        names = _OTHER_FIELDS[cls] = tuple(
+            f.name for f in dataclasses.fields(msg) if f.init and f.name != "request_id")
+    kw = {n: getattr(msg, n) for n in names}
+    return cls(**kw, request_id=request_id)
+
+
 class NodeError(RuntimeError):
     """The broker cannot go on (a store failure, a broken local invariant)."""
 
@@ -495,7 +511,7 @@ class Node:
             else:
                 self.handle(ev.MessageReceived(self.broker_id, msg))
             return
-        self.transport.send(dst, dataclasses.replace(msg, request_id=self.new_request_id()))
+        self.transport.send(dst, _with_request_id(msg, self.new_request_id()))
 
     def _resolve_response(self, dst: int, msg: Message) -> None:
         """The live transport's answers: to the request handler waiting for them (a request
