@@ -37,6 +37,7 @@ from core.messages import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
+from core.replica import ReplicaState
 from core.timers import TimerKey
 from core.types import Errors, Role
 from harness.sim.sched import US_PER_MS, Scheduler
@@ -204,6 +205,10 @@ class Broker:
         lg = logs.get_log(TP.topic, TP.partition) if logs is not None else None
         leo = lg.log_end_offset if lg is not None else 0
         m = self.mirror
+        if len(m) == leo and not self.mirror_dirty:
+            # a HW checkpoint, most often: the same records, so the same projected tuple
+            # (a new one made every comparison with the last world walk the whole log)
+            return
         while len(m) > leo:
             self.c.drop_copy(self.id, len(m) - 1, m.pop())
         while lg is not None and len(m) < leo:
@@ -280,6 +285,9 @@ class Cluster:
         self._view: tuple[object, ...] | None = None
         self._step_key: tuple[object, ...] | None = None
         self._nodes: list[WorldNode | None] = [None] * nodes  # the last projection, per broker
+        # per broker, of that projected node: its part of spec's view, its replica of TP
+        self._node_views: list[tuple[object, ...]] = [()] * nodes
+        self._reps: list[ReplicaState | None] = [None] * nodes
         self._zk_key: tuple[object, ...] | None = None
         self._zk = Zk()
         self._world_zk: Zk | None = None  # what the last World was built from
@@ -629,7 +637,10 @@ class Cluster:
             if (old is not None and old.state is st and old.disk.records is br.mirror_t
                     and bool(old.inbox) == pending):
                 continue
-            nodes[i] = WorldNode(st, Disk(br.mirror_t), _NO_TIMERS, _ZK_INBOX if pending else ())
+            new = nodes[i] = WorldNode(st, Disk(br.mirror_t), _NO_TIMERS,
+                                       _ZK_INBOX if pending else ())
+            self._node_views[i] = inv.node_view(new)
+            self._reps[i] = _replica(new)
             changed = True
         zk_key = (z.controller, z.controller_epoch, z.controller_epoch_version, z.assignment,
                   z.partition)
@@ -649,9 +660,10 @@ class Cluster:
         """The ghost: acknowledged records, exposed prefixes, leaders per epoch."""
         g = self.ghost
         exposed, conflict, leaders = g.exposed, g.conflicting_exposure, g.leaders
+        reps = self._reps  # _replica of each of `nodes`, kept by `project`
         for i, n in enumerate(nodes):
             assert n is not None
-            r = _replica(n)
+            r = reps[i]
             if r is None or r.role != Role.LEADER:
                 continue
             if (r.leader_epoch, i) not in leaders:
@@ -730,7 +742,7 @@ class Cluster:
             raise Violation("invariant", *self.broken)
         if w is None:  # the same world as the last one checked: the same answers
             return
-        view = inv.view(w)
+        view = inv.view(w, tuple(self._node_views))
         if view != self._view:
             self._view = view
             for i in _RUN_WITHOUT[self._state_skip(w)]:  # inv.check_state(w, only)
@@ -755,7 +767,7 @@ class Cluster:
                 raise Violation("invariant", *broken)
 
 
-def _replica(n: WorldNode):  # type: ignore[no-untyped-def]
+def _replica(n: WorldNode) -> ReplicaState | None:
     st = n.state
     if st is None:
         return None
