@@ -144,6 +144,7 @@ class Broker:
         self.deferred: list[Callable[[], None]] = []
         self.mirror: list[Record] = []  # the partition's log as (record id, leader epoch)
         self.mirror_t: tuple[Record, ...] = ()
+        self.disk = Disk(())  # the projected disk: Disk(mirror_t), made when that changes
         self.mirror_dirty = False
         self.ids: dict[int, int] = {}  # record id -> copies in this broker's log
         self.ids_lost = 0  # ids that left `ids` (their last copy here went)
@@ -630,6 +631,7 @@ class Cluster:
         for i, br in enumerate(self.brokers):
             if br.mirror_dirty:
                 br.mirror_t = tuple(br.mirror)
+                br.disk = Disk(br.mirror_t)
                 br.mirror_dirty = False
             st = br.node.state if br.node is not None else None
             pending = bool(zk_inflight[i] or br.deferred or isr_unseen_ctl == i)
@@ -637,7 +639,7 @@ class Cluster:
             if (old is not None and old.state is st and old.disk.records is br.mirror_t
                     and bool(old.inbox) == pending):
                 continue
-            new = nodes[i] = WorldNode(st, Disk(br.mirror_t), _NO_TIMERS,
+            new = nodes[i] = WorldNode(st, br.disk, _NO_TIMERS,
                                        _ZK_INBOX if pending else ())
             self._node_views[i] = inv.node_view(new)
             self._reps[i] = _replica(new)
