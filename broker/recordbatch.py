@@ -15,8 +15,10 @@ dependency on either.
 
 from __future__ import annotations
 
+import functools
 import struct
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 HEADER = struct.Struct(">qiiBIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -109,6 +111,12 @@ class BatchHeader(NamedTuple):
         return (self.base_sequence + self.last_offset_delta) % (2**31)
 
 
+# `BatchHeader._make` without its Python frame and its length test (`HEADER` unpacks exactly
+# the header's fields): headers are parsed on every read, several per batch.
+header_of: Callable[[tuple[Any, ...]], BatchHeader] = functools.partial(
+    tuple.__new__, BatchHeader)
+
+
 def unpack_header(buf: Buf, pos: int = 0) -> BatchHeader:
     """Unpack the header at ``pos`` without checking it; the caller ensures 61 bytes are there."""
-    return BatchHeader._make(HEADER.unpack_from(buf, pos))
+    return header_of(HEADER.unpack_from(buf, pos))

@@ -144,6 +144,9 @@ def _on_topic_config_changed(
 
 
 def _put(state: BrokerState, r: rep.ReplicaState) -> BrokerState:
+    reps = state.replicas
+    if len(reps) == 1 and reps[0].tp == r.tp:  # one partition hosted: the common case
+        return state._replace(replicas=(r,))
     others = tuple(x for x in state.replicas if x.tp != r.tp)
     if len(others) == len(state.replicas):
         return state._replace(replicas=tuple(sorted((*others, r), key=lambda x: x.tp)))
@@ -153,7 +156,49 @@ def _put(state: BrokerState, r: rep.ReplicaState) -> BrokerState:
 def step(state: BrokerState, event: ev.Event) -> tuple[BrokerState, Effects]:
     """The broker's transition function: pure, total, deterministic."""
     cfg = state.config
+    # The cases are disjoint classes: the order is only a cost. The frequent events
+    # (messages, timers, client requests) come first.
     match event:
+        case ev.MessageReceived(src=src, message=msg):
+            return _on_message(state, src, msg, cfg)
+        case ev.TimerFired(key=key):
+            return _on_timer(state, key, cfg)
+        case ev.ProduceReceived():
+            r = replica(state, event.tp)
+            if r is None:
+                return state, _no_such_partition(event.acks, event.request_id, event.tp)
+            r, out = rep.on_produce(
+                r, event.request_id, event.acks, event.record_count, event.records,
+                event.producer_id, event.producer_epoch, event.base_sequence, event.timeout_ms,
+                partition_config(state, event.tp),
+            )
+            return _put(state, r), out
+        case ev.ConsumerFetchReceived():
+            r = replica(state, event.tp)
+            if r is None:
+                return state, [
+                    fx.ConsumerFetchReply(
+                        event.request_id, event.tp, Errors.UNKNOWN_TOPIC_OR_PARTITION, -1,
+                        event.fetch_offset, event.fetch_offset,
+                    )
+                ]
+            r, out = rep.on_consumer_fetch(
+                r, event.request_id, event.fetch_offset, event.current_leader_epoch
+            )
+            return state, out
+        case ev.ListOffsetsReceived():
+            r = replica(state, event.tp)
+            if r is None:
+                return state, [
+                    fx.ListOffsetsReply(
+                        event.request_id, event.tp, Errors.UNKNOWN_TOPIC_OR_PARTITION, -1
+                    )
+                ]
+            r, out = rep.on_list_offsets(
+                r, event.request_id, event.timestamp, event.current_leader_epoch,
+                partition_config(state, event.tp),
+            )
+            return state, out
         case ev.Started():
             return state, [fx.ZkRegisterBroker(state.broker_id)]
         case ev.BrokerRegistered(broker_epoch=epoch):
@@ -202,48 +247,8 @@ def step(state: BrokerState, event: ev.Event) -> tuple[BrokerState, Effects]:
                 return state, []
             c, out = ctl.on_chosen(state.controller, key, option, cfg)
             return state._replace(controller=ctl.note_writes(c, out)), out
-        case ev.TimerFired(key=key):
-            return _on_timer(state, key, cfg)
-        case ev.MessageReceived(src=src, message=msg):
-            return _on_message(state, src, msg, cfg)
         case ev.SendFailed(message=msg):
             return _on_send_failed(state, msg)
-        case ev.ProduceReceived():
-            r = replica(state, event.tp)
-            if r is None:
-                return state, _no_such_partition(event.acks, event.request_id, event.tp)
-            r, out = rep.on_produce(
-                r, event.request_id, event.acks, event.record_count, event.records,
-                event.producer_id, event.producer_epoch, event.base_sequence, event.timeout_ms,
-                partition_config(state, event.tp),
-            )
-            return _put(state, r), out
-        case ev.ConsumerFetchReceived():
-            r = replica(state, event.tp)
-            if r is None:
-                return state, [
-                    fx.ConsumerFetchReply(
-                        event.request_id, event.tp, Errors.UNKNOWN_TOPIC_OR_PARTITION, -1,
-                        event.fetch_offset, event.fetch_offset,
-                    )
-                ]
-            r, out = rep.on_consumer_fetch(
-                r, event.request_id, event.fetch_offset, event.current_leader_epoch
-            )
-            return state, out
-        case ev.ListOffsetsReceived():
-            r = replica(state, event.tp)
-            if r is None:
-                return state, [
-                    fx.ListOffsetsReply(
-                        event.request_id, event.tp, Errors.UNKNOWN_TOPIC_OR_PARTITION, -1
-                    )
-                ]
-            r, out = rep.on_list_offsets(
-                r, event.request_id, event.timestamp, event.current_leader_epoch,
-                partition_config(state, event.tp),
-            )
-            return state, out
         case ev.LeaderMoveRequested(tp=tp, target=target):
             if state.controller is None:
                 return state, []
@@ -360,7 +365,11 @@ def _control_request_ok(
 def _on_message(
     state: BrokerState, src: int, msg: object, cfg: ProtocolConfig
 ) -> tuple[BrokerState, Effects]:
-    match msg:
+    match msg:  # disjoint classes: replication's messages first
+        case FetchRequest():
+            return _with_replica(state, msg.tp, lambda r, c: rep.on_fetch_request(r, msg, c))
+        case FetchResponse():
+            return _with_replica(state, msg.tp, lambda r, c: rep.on_fetch_response(r, msg, c))
         case LeaderAndIsrRequest():
             if not _control_request_ok(state, msg.controller_epoch, msg.broker_epoch, cfg):
                 return state, []
@@ -412,10 +421,6 @@ def _on_message(
             return state._replace(controller=ctl.note_writes(c, out)), out
         case ControlledShutdownResponse():
             return state, []
-        case FetchRequest():
-            return _with_replica(state, msg.tp, lambda r, c: rep.on_fetch_request(r, msg, c))
-        case FetchResponse():
-            return _with_replica(state, msg.tp, lambda r, c: rep.on_fetch_response(r, msg, c))
         case OffsetForLeaderEpochRequest():
             return _with_replica(
                 state, msg.tp, lambda r, c: rep.on_offset_for_leader_epoch_request(r, msg, c)

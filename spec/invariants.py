@@ -288,7 +288,7 @@ STEP_INVARIANTS: tuple[tuple[str, StepCheck], ...] = (
 NAMES = tuple(i.name for i in STATE_INVARIANTS) + tuple(n for n, _ in STEP_INVARIANTS)
 
 
-def view(w: World) -> tuple[object, ...]:
+def view(w: World, nodes: tuple[object, ...] | None = None) -> tuple[object, ...]:
     """Everything the state invariants (and their messages) read, and nothing else: per
     broker whether it runs, its replica's role, leader epoch, HW, LEO and ISR, its log, the
     partition states its controller holds and whether it has notifications pending;
@@ -296,25 +296,30 @@ def view(w: World) -> tuple[object, ...]:
     leaders per epoch and ListOffsets answers. Two worlds with equal views get equal
     `check_state` answers, so the checker evaluates the invariants once per view (far fewer
     than states: timers, network, fetch states and epochs of other kinds vary freely).
-    An invariant that reads anything else must add it here."""
-    nodes: list[object] = []
-    for n in w.nodes:
-        st = n.state
-        if st is None:
-            nodes.append((False, n.disk.records))
-            continue
-        r = None
-        for x in st.replicas:
-            if x.tp == TP:
-                r = x
-        rv = None if r is None else (r.role, r.leader_epoch, r.high_watermark,
-                                     r.log_end_offset, r.isr)
-        ctl = None if st.controller is None else st.controller.partitions
-        nodes.append((True, rv, n.disk.records, ctl, bool(n.inbox)))
+    An invariant that reads anything else must add it here. `nodes`: `node_view` of each
+    of `w.nodes`, when the caller kept them (the simulator, whose events change one or two
+    brokers)."""
+    if nodes is None:
+        nodes = tuple([node_view(n) for n in w.nodes])
     g = w.ghost
-    return (tuple(nodes), w.zk.partition, w.zk.controller, g.acked, g.conflicting_exposure,
+    return (nodes, w.zk.partition, w.zk.controller, g.acked, g.conflicting_exposure,
             g.leaders, g.listed_backwards, g.latest_listed, g.stopped_as_leader,
             g.stopped_in_isr)
+
+
+def node_view(n: Node) -> tuple[object, ...]:
+    """One broker's part of `view`."""
+    st = n.state
+    if st is None:
+        return (False, n.disk.records)
+    r = None
+    for x in st.replicas:
+        if x.tp == TP:
+            r = x
+    rv = None if r is None else (r.role, r.leader_epoch, r.high_watermark,
+                                 r.log_end_offset, r.isr)
+    ctl = None if st.controller is None else st.controller.partitions
+    return (True, rv, n.disk.records, ctl, bool(n.inbox))
 
 
 def check_state(w: World, only: frozenset[str] | None = None) -> tuple[str, str] | None:

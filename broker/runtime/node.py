@@ -32,7 +32,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from broker.runtime.ports import (
     AsyncioClock,
@@ -75,8 +75,26 @@ RESPONSES = (FetchResponse, OffsetForLeaderEpochResponse, ControlledShutdownResp
 ROLE_CHANGES = (LeaderAndIsrRequest, StopReplicaRequest)
 CONTROL_REQUESTS = (LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest)
 HELD_CONTROL_MAX = 64  # control requests kept while the broker is not registered yet
+_Reply = fx.ProduceReply | fx.ConsumerFetchReply | fx.ListOffsetsReply
+_REPLIES = frozenset((fx.ProduceReply, fx.ConsumerFetchReply, fx.ListOffsetsReply))
 STATE_CHANGE_EVENTS = (ev.PartitionStateWritten, ev.SessionExpired, ev.BrokerRegistered,
                        ev.ControllerElection, ev.BrokersChanged)
+
+
+_OTHER_FIELDS: dict[type, tuple[str, ...]] = {}  # per message class: its fields but request_id
+
+
+def _with_request_id(msg: Message, request_id: int) -> Message:
+    """`dataclasses.replace(msg, request_id=request_id)` without its per-field checks on
+    every request sent (messages are plain frozen dataclasses: every field is an init
+    field, none an InitVar)."""
+    cls = type(msg)
+    names = _OTHER_FIELDS.get(cls)
+    if names is None:
+        names = _OTHER_FIELDS[cls] = tuple(
+            f.name for f in dataclasses.fields(msg) if f.init and f.name != "request_id")
+    kw = {n: getattr(msg, n) for n in names}
+    return cls(**kw, request_id=request_id)
 
 
 class NodeError(RuntimeError):
@@ -258,7 +276,7 @@ class Node:
                     e: ev.Event = ev.TimerFired(item.key)
                 else:
                     e = item
-                if self._hold_until_registered(e):
+                if self.state.broker_epoch == NO_BROKER_EPOCH and self._hold_until_registered(e):
                     continue
                 try:
                     before = self.state
@@ -348,6 +366,24 @@ class Node:
     # -- effects out ----------------------------------------------------------------------
 
     def _apply(self, e: fx.Effect) -> None:
+        # The most frequent effects by their exact type first (effect classes have no
+        # subclasses): the match below tries its class patterns one after another.
+        kind = type(e)
+        if kind is fx.SetTimer:
+            timer = cast(fx.SetTimer, e)
+            self._set_timer(timer.key, timer.delay_ms)
+            return
+        if kind is fx.Send:
+            send = cast(fx.Send, e)
+            self._send(send.dst, send.message)
+            return
+        if kind is fx.CancelTimer:
+            self._cancel_timer(cast(fx.CancelTimer, e).key)
+            return
+        if kind in _REPLIES:
+            reply = cast(_Reply, e)
+            self.replies.resolve(reply.request_id, reply)
+            return
         match e:
             case fx.Send(dst=dst, message=msg):
                 self._send(dst, msg)
@@ -475,7 +511,7 @@ class Node:
             else:
                 self.handle(ev.MessageReceived(self.broker_id, msg))
             return
-        self.transport.send(dst, dataclasses.replace(msg, request_id=self.new_request_id()))
+        self.transport.send(dst, _with_request_id(msg, self.new_request_id()))
 
     def _resolve_response(self, dst: int, msg: Message) -> None:
         """The live transport's answers: to the request handler waiting for them (a request

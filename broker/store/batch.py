@@ -30,6 +30,7 @@ from broker.recordbatch import (
     NO_TIMESTAMP,
     BatchHeader,
     Buf,
+    header_of,
 )
 from broker.store import codec
 from broker.store.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
@@ -59,6 +60,7 @@ __all__ = [
     "crc32c",
     "decode_records",
     "encode_records",
+    "header_of",
     "iter_headers",
     "parse_header",
     "records_payload",
@@ -79,7 +81,7 @@ def parse_header(buf: Buf, pos: int = 0, *, where: str = "") -> BatchHeader:
         raise CorruptRecordError(
             f"{where}truncated batch header at position {pos}: {available} of {HEADER_SIZE} bytes"
         )
-    header = BatchHeader._make(HEADER.unpack_from(buf, pos))
+    header = header_of(HEADER.unpack_from(buf, pos))
     check_header(header, pos, where=where)
     return header
 

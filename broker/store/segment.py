@@ -13,6 +13,7 @@ from broker.store.batch import (
     BatchHeader,
     check_crc,
     check_header,
+    header_of,
 )
 from broker.store.config import LogConfig
 from broker.store.errors import CorruptIndexError, CorruptRecordError, StoreError
@@ -190,7 +191,7 @@ class LogSegment:
             raise CorruptRecordError(
                 f"{self.log_path}: truncated batch header at position {position}"
             )
-        header = BatchHeader._make(HEADER.unpack_from(data))
+        header = header_of(HEADER.unpack_from(data))
         check_header(header, position, where=f"{self.log_path}: ")
         return header
 
@@ -213,7 +214,7 @@ class LogSegment:
                     raise CorruptRecordError(
                         f"{where}truncated batch header at position {position}"
                     )
-            header = BatchHeader._make(HEADER.unpack_from(window, rel))
+            header = header_of(HEADER.unpack_from(window, rel))
             check_header(header, position, where=where)
             if position + header.size > self.size:
                 raise CorruptRecordError(
@@ -234,7 +235,7 @@ class LogSegment:
             rel = 0
             progressed = False
             while len(window) - rel >= HEADER_SIZE:
-                header = BatchHeader._make(HEADER.unpack_from(window, rel))
+                header = header_of(HEADER.unpack_from(window, rel))
                 check_header(header, position + rel, where=where)
                 if rel + header.size > len(window):
                     if position + rel + header.size > size:

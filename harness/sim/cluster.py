@@ -36,6 +36,7 @@ from core.messages import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
+from core.replica import ReplicaState
 from core.timers import TimerKey
 from core.types import Errors, Role
 from harness.sim.sched import US_PER_MS, Delivery, Scheduler
@@ -62,6 +63,10 @@ _ZK_INBOX = ("zk",)
 STATE_CHECKS = frozenset(i.name for i in inv.STATE_INVARIANTS) - {"epoch_offset_uniqueness"}
 _CHECKS_WITHOUT = (STATE_CHECKS, STATE_CHECKS - {"no_acked_record_lost"}, STATE_CHECKS,
                    STATE_CHECKS - {"no_acked_record_lost", "leader_completeness"})
+# the same sets as the invariants to run, in spec's order: `check_state(w, only)` without its
+# name test per invariant on every check
+_RUN_WITHOUT = tuple(tuple(i for i in inv.STATE_INVARIANTS if i.name in only)
+                     for only in _CHECKS_WITHOUT)
 
 
 @dataclass(frozen=True)
@@ -138,8 +143,10 @@ class Broker:
         self.deferred: list[Callable[[], None]] = []
         self.mirror: list[Record] = []  # the partition's log as (record id, leader epoch)
         self.mirror_t: tuple[Record, ...] = ()
+        self.disk = Disk(())  # the projected disk: Disk(mirror_t), made when that changes
         self.mirror_dirty = False
         self.ids: dict[int, int] = {}  # record id -> copies in this broker's log
+        self.ids_lost = 0  # ids that left `ids` (their last copy here went)
 
     @property
     def alive(self) -> bool:
@@ -198,6 +205,10 @@ class Broker:
         lg = logs.get_log(TP.topic, TP.partition) if logs is not None else None
         leo = lg.log_end_offset if lg is not None else 0
         m = self.mirror
+        if len(m) == leo and not self.mirror_dirty:
+            # a HW checkpoint, most often: the same records, so the same projected tuple
+            # (a new one made every comparison with the last world walk the whole log)
+            return
         while len(m) > leo:
             self.c.drop_copy(self.id, len(m) - 1, m.pop())
         while lg is not None and len(m) < leo:
@@ -245,6 +256,9 @@ class Cluster:
         self._view: tuple[object, ...] | None = None
         self._step_key: tuple[object, ...] | None = None
         self._nodes: list[WorldNode | None] = [None] * nodes  # the last projection, per broker
+        # per broker, of that projected node: its part of spec's view, its replica of TP
+        self._node_views: list[tuple[object, ...]] = [()] * nodes
+        self._reps: list[ReplicaState | None] = [None] * nodes
         self._zk_key: tuple[object, ...] | None = None
         self._zk = Zk()
         self._world_zk: Zk | None = None  # what the last World was built from
@@ -260,6 +274,10 @@ class Cluster:
         # record id -> copies on all disks (no_acked_record_lost's "held"; ids with no copy
         # are deleted), per broker in Broker.ids (leader_completeness's)
         self.copies: dict[int, int] = {}
+        self.copies_lost = 0  # ids that left `copies`
+        # (acknowledged ids, ids lost) when every acknowledged id was last found among the
+        # copies (key -1) or broker b's (key b): see `_covered`
+        self._covered_at: dict[int, tuple[int, int]] = {}
         self.records: dict[Record, Record] = {}  # one shared tuple per distinct record
         self.broken: tuple[str, str] | None = None
         self._decoded: dict[bytes, tuple[tuple[int, int], ...]] = {}
@@ -332,12 +350,17 @@ class Cluster:
                 self.held[key] = (cur[0], cur[1] - 1)
             else:
                 del self.held[key]
-        for ids in (self.copies, self.brokers[b].ids):
+        br = self.brokers[b]
+        for ids in (self.copies, br.ids):
             n = ids[rec[0]] - 1
             if n:
                 ids[rec[0]] = n
             else:
                 del ids[rec[0]]
+                if ids is br.ids:
+                    br.ids_lost += 1
+                else:
+                    self.copies_lost += 1
 
     # -- running callbacks on a broker ------------------------------------------------------
 
@@ -559,6 +582,7 @@ class Cluster:
         for i, br in enumerate(self.brokers):
             if br.mirror_dirty:
                 br.mirror_t = tuple(br.mirror)
+                br.disk = Disk(br.mirror_t)
                 br.mirror_dirty = False
             st = br.node.state if br.node is not None else None
             pending = bool(zk_inflight[i] or br.deferred or isr_unseen_ctl == i)
@@ -566,7 +590,10 @@ class Cluster:
             if (old is not None and old.state is st and old.disk.records is br.mirror_t
                     and bool(old.inbox) == pending):
                 continue
-            nodes[i] = WorldNode(st, Disk(br.mirror_t), _NO_TIMERS, _ZK_INBOX if pending else ())
+            new = nodes[i] = WorldNode(st, br.disk, _NO_TIMERS,
+                                       _ZK_INBOX if pending else ())
+            self._node_views[i] = inv.node_view(new)
+            self._reps[i] = _replica(new)
             changed = True
         zk_key = (z.controller, z.controller_epoch, z.controller_epoch_version, z.assignment,
                   z.partition)
@@ -586,9 +613,10 @@ class Cluster:
         """The ghost: acknowledged records, exposed prefixes, leaders per epoch."""
         g = self.ghost
         exposed, conflict, leaders = g.exposed, g.conflicting_exposure, g.leaders
+        reps = self._reps  # _replica of each of `nodes`, kept by `project`
         for i, n in enumerate(nodes):
             assert n is not None
-            r = _replica(n)
+            r = reps[i]
             if r is None or r.role != Role.LEADER:
                 continue
             if (r.leader_epoch, i) not in leaders:
@@ -616,19 +644,41 @@ class Cluster:
                                     leaders=leaders, acked=acked)
 
     def _state_checks(self, w: World) -> frozenset[str]:
-        """STATE_CHECKS without the two invariants that scan every log for acknowledged
-        records when the copy counts show they hold: every acknowledged record has a copy
-        on some disk (no_acked_record_lost), on the leader ZooKeeper names
-        (leader_completeness). When the counts cannot tell, spec's own check runs; leaving
-        out invariants that hold does not change which one is reported first."""
+        return _CHECKS_WITHOUT[self._state_skip(w, remember=False)]
+
+    def _covered(self, acked: frozenset[int], key: int, ids: dict[int, int], lost: int,
+                 remember: bool) -> bool:
+        """`acked <= ids.keys()`. That test walks every acknowledged id, and ran on every
+        change of the invariants' view; the projected acknowledgements only grow, and ids
+        only leave `ids` by `drop_copy`, which counts them: the same number acknowledged
+        and none lost since the last time they were all found, they all still are."""
+        if remember and self._covered_at.get(key) == (len(acked), lost):
+            return True
+        if not acked <= ids.keys():
+            return False
+        if remember:
+            self._covered_at[key] = (len(acked), lost)
+        return True
+
+    def _state_skip(self, w: World, remember: bool = True) -> int:
+        """Which of `_CHECKS_WITHOUT` to check: STATE_CHECKS without the two invariants
+        that scan every log for acknowledged records when the copy counts show they hold:
+        every acknowledged record has a copy on some disk (no_acked_record_lost), on the
+        leader ZooKeeper names (leader_completeness). When the counts cannot tell, spec's
+        own check runs; leaving out invariants that hold does not change which one is
+        reported first."""
         acked = w.ghost.acked
         skip = 0
-        if acked <= self.copies.keys():
+        if self._covered(acked, -1, self.copies, self.copies_lost, remember):
             skip |= 1
             p = w.zk.partition
-            if p is None or p.leader < 0 or acked <= self.brokers[p.leader].ids.keys():
+            if p is None or p.leader < 0:
                 skip |= 2
-        return _CHECKS_WITHOUT[skip]
+            else:
+                br = self.brokers[p.leader]
+                if self._covered(acked, p.leader, br.ids, br.ids_lost, remember):
+                    skip |= 2
+        return skip
 
     def after_event(self) -> None:
         if not self.dirty:
@@ -645,19 +695,20 @@ class Cluster:
             raise Violation("invariant", *self.broken)
         if w is None:  # the same world as the last one checked: the same answers
             return
-        view = inv.view(w)
+        view = inv.view(w, tuple(self._node_views))
         if view != self._view:
             self._view = view
-            broken = inv.check_state(w, self._state_checks(w))
-            if broken is not None:
-                raise Violation("invariant", *broken)
+            for i in _RUN_WITHOUT[self._state_skip(w)]:  # inv.check_state(w, only)
+                why = i.check(w)
+                if why is not None:
+                    raise Violation("invariant", i.name, why)
         # The step invariants compare, per broker, what the view holds (role, leader epoch,
         # HW) and the controller epochs: when none of that moved since the last world they
         # were checked on, each compares a value with itself and holds, so the previous
         # world stays the one to compare against.
         step_key = (view, w.zk.controller_epoch,
-                    tuple(n.state.controller_epoch if n.state is not None else None
-                          for n in w.nodes))
+                    tuple([n.state.controller_epoch if n.state is not None else None
+                           for n in w.nodes]))
         if step_key == self._step_key:
             return
         self._step_key = step_key
@@ -669,7 +720,7 @@ class Cluster:
                 raise Violation("invariant", *broken)
 
 
-def _replica(n: WorldNode):  # type: ignore[no-untyped-def]
+def _replica(n: WorldNode) -> ReplicaState | None:
     st = n.state
     if st is None:
         return None

@@ -6,8 +6,8 @@ in the order they were scheduled, so a zero-delay timer behaves as asyncio's `ca
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Iterator
+from heapq import heappop, heappush
 
 US_PER_MS = 1000
 
@@ -48,14 +48,21 @@ class Scheduler:
         self._seq = 0
         self.events = 0  # callbacks run
 
+    # `at` and `after_us` run once per message and timer: their clamps are written out
+    # (what `max(t_us, now)` and `max(0, delay_us)` return, ties included) and `after_us`
+    # does not go through `at`.
     def at(self, t_us: int, fn: Callable[[], None]) -> Handle:
         h = Handle(fn)
         self._seq += 1
-        heapq.heappush(self._heap, (max(t_us, self.now_us), self._seq, h))
+        now = self.now_us
+        heappush(self._heap, (now if now > t_us else t_us, self._seq, h))
         return h
 
     def after_us(self, delay_us: int, fn: Callable[[], None]) -> Handle:
-        return self.at(self.now_us + max(0, delay_us), fn)
+        h = Handle(fn)
+        self._seq += 1
+        heappush(self._heap, (self.now_us + (delay_us if delay_us > 0 else 0), self._seq, h))
+        return h
 
     def run_one(self, until_us: int) -> bool:
         """Run the next callback due by `until_us`; False when there is none."""
@@ -64,7 +71,7 @@ class Scheduler:
             t, _, h = heap[0]
             if t > until_us:
                 return False
-            heapq.heappop(heap)
+            heappop(heap)
             if h.cancelled:
                 continue
             self.now_us = t
