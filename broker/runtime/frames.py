@@ -111,7 +111,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         """Deliver every complete frame in the scratch buffer; start a large one's own buffer."""
         buf, end, pos = self._scratch, self._len, 0
         while end - pos >= 4 and self._end is None and not self._full():
-            size = check_frame_size(bytes(buf[pos:pos + 4]), self.max_frame_bytes,
+            size = check_frame_size(bytes(self._view[pos:pos + 4]), self.max_frame_bytes,
                                     self.min_frame_bytes)
             if isinstance(size, FrameError):
                 self._end = size
@@ -120,7 +120,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 break
             start = pos + 4
             if end - start >= size:
-                self._deliver(bytes(buf[start:start + size]))
+                # one copy, out of the view (`bytes(buf[a:b])` made two: the slice, then bytes)
+                self._deliver(self._view[start:start + size].tobytes())
                 pos = start + size
                 continue
             if size > len(buf) - 4:  # will not fit: its own buffer, the rest received into it
@@ -204,6 +205,11 @@ class FrameProtocol(asyncio.BufferedProtocol):
             return
         w = self._drain_waiter = asyncio.get_running_loop().create_future()
         await w
+
+    @property
+    def writing_paused(self) -> bool:
+        """The transport asked us to stop writing (its buffer is above the high mark)."""
+        return self._paused_writing
 
     def is_closing(self) -> bool:
         return self.transport is None or self.transport.is_closing()
