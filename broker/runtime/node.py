@@ -97,25 +97,47 @@ class ReplyWaiters:
     waiters (a follower's retry while its previous fetch is still held): first in, first out."""
 
     waiting: dict[object, collections.deque[asyncio.Future[Any]]] = field(default_factory=dict)
+    # run synchronously right after their future is resolved (`watch`)
+    hooks: dict[asyncio.Future[Any], Callable[[asyncio.Future[Any]], None]] = field(
+        default_factory=dict)
 
     def expect(self, key: object) -> asyncio.Future[Any]:
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.waiting.setdefault(key, collections.deque()).append(fut)
         return fut
 
+    def watch(self, fut: asyncio.Future[Any], hook: Callable[[asyncio.Future[Any]], None]
+              ) -> bool:
+        """Call `hook(fut)` as soon as `fut` is resolved here, inside `resolve` (a future's
+        own done-callbacks run a loop turn later). The produce pipeline writes an acks=all
+        response from it in the step that advanced the HW. The hook is dropped with its
+        future (resolved, found cancelled, or forgotten), so the table stays bounded by
+        the waiting futures."""
+        if fut.done():
+            return False
+        self.hooks[fut] = hook
+        return True
+
     def resolve(self, key: object, value: object) -> bool:
         q = self.waiting.get(key)
         while q:
             fut = q.popleft()
+            hook = self.hooks.pop(fut, None) if self.hooks else None
             if not fut.done():
                 fut.set_result(value)
                 if not q:
                     del self.waiting[key]
+                if hook is not None:
+                    try:
+                        hook(fut)
+                    except Exception as e:  # the waiter's bug, not the core's: never halt
+                        log.error("reply hook failed: %r", e, exc_info=e)
                 return True
         self.waiting.pop(key, None)
         return False
 
     def forget(self, key: object, fut: asyncio.Future[Any]) -> None:
+        self.hooks.pop(fut, None)
         q = self.waiting.get(key)
         if q is not None and fut in q:
             q.remove(fut)

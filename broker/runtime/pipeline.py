@@ -34,15 +34,22 @@ log = logging.getLogger(__name__)
 PRODUCE_PIPELINE_DEPTH = 5  # librdkafka's and the Java producer's default max.in.flight
 
 
+Watch = Callable[[asyncio.Future[Any], Callable[[asyncio.Future[Any]], None]], bool]
+
+
 class Pending:
     """A request already carried out whose response waits only for futures (a produce's
     acks: the core's replies); `finish` builds the response once they are all done."""
 
-    __slots__ = ("finish", "futures", "left")
+    __slots__ = ("finish", "futures", "left", "watch")
 
-    def __init__(self, futures: list[asyncio.Future[Any]], finish: Callable[[], Any]) -> None:
+    def __init__(self, futures: list[asyncio.Future[Any]], finish: Callable[[], Any],
+                 watch: Watch | None = None) -> None:
         self.futures = futures
         self.finish = finish
+        # registers a hook called as soon as a future is resolved (False: it cannot, then
+        # the future's own done-callback is used, a loop turn later)
+        self.watch = watch
         self.left = 0
 
 
@@ -50,8 +57,9 @@ class ResponsePipeline:
     """Pending responses of one connection, written in request order.
 
     No task per request and no writer task while the writes are synchronous: a response
-    goes out from the callback of the last future it waits for (one loop turn after the
-    acknowledgement), or at once when it was ready on submit. A task runs only for an
+    goes out from the hook of the last future it waits for (`Pending.watch`: in the step
+    that resolved it; else its done-callback, a loop turn later), or at once when it was
+    ready on submit. A task runs only for an
     asynchronous write (`write` returned an awaitable), and the later responses wait for it.
     """
 
@@ -101,8 +109,10 @@ class ResponsePipeline:
             self._advance()
             return
         done = functools.partial(self._one_done, entry)
+        watch = entry.watch
         for f in waiting:
-            f.add_done_callback(done)
+            if watch is None or not watch(f, done):
+                f.add_done_callback(done)
 
     def _one_done(self, entry: Pending, fut: asyncio.Future[Any]) -> None:
         entry.left -= 1

@@ -686,11 +686,12 @@ class Broker:
                 return
             if pipelined:
                 # appended now, in request order, without a task or a loop turn; the response
-                # is written from the callback of its last acknowledgement (pipeline.py). No
+                # is written in the step that acknowledged it last (pipeline.py). No
                 # timer per request: the core's produce timeout answers, and a halted broker
                 # stops, which cancels the connection and with it the waits.
                 started = self.apis.produce_started(decoded)
-                await pipe.submit_pending(Pending(started.futures, started.finish))
+                await pipe.submit_pending(Pending(started.futures, started.finish,
+                                                  self.node.replies.watch))
                 continue
             resp = await self.apis.handle(decoded, client_host)
             if resp.frame is not None:
