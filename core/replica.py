@@ -377,14 +377,13 @@ def on_fetch_response(
     if not _answer_for_us(rs, resp.current_leader_epoch) or rs.fetch_state != FetchState.FETCHING:
         return rs, []
     out: Effects = [fx.CancelTimer(FetchTimeoutTimer(rs.tp))]
-    rs = rs._replace(fetch_in_flight=False)
     if resp.error in (Errors.OFFSET_OUT_OF_RANGE,) or resp.diverging:
         # Our log does not line up with the leader's: find the divergence point again.
         out.append(fx.SetTimer(FetchTimer(rs.tp), 0))
-        return rs._replace(fetch_state=FetchState.TRUNCATING), out
+        return rs._replace(fetch_in_flight=False, fetch_state=FetchState.TRUNCATING), out
     if resp.error != Errors.NONE or resp.fetch_offset != rs.log_end_offset:
         out.append(fx.SetTimer(FetchTimer(rs.tp), cfg.replica_fetch_backoff_ms))
-        return rs, out
+        return rs._replace(fetch_in_flight=False), out
     epochs = rs.epochs
     leo = rs.log_end_offset
     producers = rs.producers
@@ -407,7 +406,8 @@ def on_fetch_response(
     if hw != rs.high_watermark:
         out.append(fx.CheckpointHighWatermark(rs.tp, hw))
     delay = 0 if resp.batches else cfg.replica_fetch_wait_max_ms
-    rs = rs._replace(epochs=epochs, log_end_offset=leo, high_watermark=hw, producers=producers)
+    rs = rs._replace(fetch_in_flight=False, epochs=epochs, log_end_offset=leo,
+                     high_watermark=hw, producers=producers)
     if delay == 0 and cfg.fetch_in_response_step:
         rs, fetch = on_fetch_timer(rs, cfg)
         return rs, out + fetch
@@ -618,6 +618,8 @@ def _complete_purgatory(
         error = Errors.NONE if ok else Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         out.append(fx.CancelTimer(ProduceTimeoutTimer(rs.tp, p.request_id)))
         out.append(fx.ProduceReply(p.request_id, rs.tp, error, p.base_offset))
+    if len(waiting) == len(rs.purgatory):
+        return rs, out  # nothing completed: the same state, without a copy (hot path)
     return rs._replace(purgatory=tuple(waiting)), out
 
 

@@ -28,6 +28,7 @@ import asyncio
 import collections
 import dataclasses
 import functools
+import heapq
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ from core import events as ev
 from core.config import ProtocolConfig
 from core.messages import (
     ControlledShutdownResponse,
+    FetchRequest,
     FetchResponse,
     LeaderAndIsrRequest,
     Message,
@@ -77,6 +79,13 @@ CONTROL_REQUESTS = (LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaReque
 HELD_CONTROL_MAX = 64  # control requests kept while the broker is not registered yet
 STATE_CHANGE_EVENTS = (ev.PartitionStateWritten, ev.SessionExpired, ev.BrokerRegistered,
                        ev.ControllerElection, ev.BrokersChanged)
+
+
+# Node._send numbers a FetchRequest by building it field by field: it must be all of them
+if [f.name for f in dataclasses.fields(FetchRequest)] != [
+        "replica_id", "tp", "fetch_offset", "current_leader_epoch", "last_fetched_epoch",
+        "request_id"]:
+    raise ImportError("core.messages.FetchRequest changed: update Node._send")
 
 
 class NodeError(RuntimeError):
@@ -241,6 +250,11 @@ class Node:
         self._held: collections.deque[ev.Event] = collections.deque()
         self._busy = False
         self._change: dict[TopicPartition, list[asyncio.Future[None]]] = {}
+        # long polls' deadlines: (loop time, sequence, future), one clock handle (_expire_at)
+        self._poll_deadlines: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._poll_seq = 0
+        self._poll_timer: asyncio.TimerHandle | None = None
+        self._poll_due = 0.0
         self._next_request_id = 0
         self.failed: BaseException | None = None
         self.on_failure: Callable[[BaseException], None] | None = None
@@ -497,7 +511,15 @@ class Node:
             else:
                 self.handle(ev.MessageReceived(self.broker_id, msg))
             return
-        self.transport.send(dst, dataclasses.replace(msg, request_id=self.new_request_id()))
+        rid = self.new_request_id()
+        if type(msg) is FetchRequest:  # a follower's, every round: built directly, no
+            # dataclasses.replace (its field walk cost as much as the rest of the send)
+            numbered: Message = FetchRequest(msg.replica_id, msg.tp, msg.fetch_offset,
+                                             msg.current_leader_epoch, msg.last_fetched_epoch,
+                                             rid)
+        else:
+            numbered = dataclasses.replace(msg, request_id=rid)
+        self.transport.send(dst, numbered)
 
     def _resolve_response(self, dst: int, msg: Message) -> None:
         """The live transport's answers: to the request handler waiting for them (a request
@@ -557,19 +579,51 @@ class Node:
         keys = list(dict.fromkeys(tps))
         for tp in keys:
             self._change.setdefault(tp, []).append(fut)
-        # One future, set by the change or by the timer: the waiter resumes in the loop's next
-        # iteration (asyncio.wait_for(shield(...)) took three hops through callbacks).
-        timer = loop.call_later(timeout_s, _set_if_pending, fut)
+        # One future, set by the change or by its deadline: the waiter resumes in the loop's
+        # next iteration (asyncio.wait_for(shield(...)) took three hops through callbacks).
+        self._expire_at(loop, loop.time() + timeout_s, fut)
         try:
             await fut
         finally:
-            timer.cancel()
             for tp in keys:
                 lst = self._change.get(tp)
                 if lst is not None and fut in lst:
                     lst.remove(fut)
                     if not lst:
                         del self._change[tp]
+
+    def _expire_at(self, loop: asyncio.AbstractEventLoop, when: float,
+                   fut: asyncio.Future[None]) -> None:
+        """Set `fut` at `when` (loop time) unless it is done by then. One clock handle for
+        all long polls, armed for the earliest deadline of a poll still waiting: a held
+        follower fetch (two per acks=all produce) nearly always completes on data long
+        before its `replica.fetch.wait.max.ms`, and its `call_later` plus cancel was wasted.
+        A completed poll's entry is dropped when the handle reaches it (bounded: polls per
+        second times their timeout)."""
+        self._poll_seq += 1
+        heapq.heappush(self._poll_deadlines, (when, self._poll_seq, fut))
+        if self._poll_timer is None or when < self._poll_due:
+            if self._poll_timer is not None:
+                self._poll_timer.cancel()
+            self._poll_due = when
+            self._poll_timer = loop.call_at(when, self._expire_polls)
+
+    def _expire_polls(self) -> None:
+        self._poll_timer = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        heap = self._poll_deadlines
+        while heap:
+            when, _, fut = heap[0]
+            if fut.done():
+                heapq.heappop(heap)
+            elif when <= now:
+                heapq.heappop(heap)
+                fut.set_result(None)
+            else:
+                self._poll_due = when
+                self._poll_timer = loop.call_at(when, self._expire_polls)
+                return
 
     def wake_all(self) -> None:
         """Release every long poll (shutdown, role changes the poll cannot see)."""
@@ -585,6 +639,9 @@ class Node:
         for h in self._timers.values():
             h.cancel()
         self._timers.clear()
+        if self._poll_timer is not None:
+            self._poll_timer.cancel()
+            self._poll_timer = None
         self._soon.clear()
         self._handle_due.clear()
         self._deadline.clear()
@@ -592,11 +649,6 @@ class Node:
     def close(self) -> None:
         self._clear_timers()
         self.wake_all()
-
-
-def _set_if_pending(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
 
 
 def log_dirs_of(paths: Iterable[str]) -> list[Path]:
