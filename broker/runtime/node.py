@@ -63,7 +63,7 @@ from core.messages import (
 from core.node import BrokerState, DurableReplica, recover, replica, step
 from core.producer import ProducerTable, record_batch
 from core.rules.epochs import EpochEntry
-from core.timers import FetchTimeoutTimer, ReplicaLagTimer, TimerKey
+from core.timers import FetchTimeoutTimer, ProduceTimeoutTimer, ReplicaLagTimer, TimerKey
 from core.types import NO_BROKER_EPOCH, InvariantBroken, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,10 @@ EVENT_QUEUE_MAX = 100_000  # events raised while applying effects (bounded, DESI
 # Timers re-armed or cancelled on every replication round, whose keys are per partition (or
 # per follower), so at most one handle each stays with the clock (see `Node._set_lazy`).
 LAZY_TIMERS = (ReplicaLagTimer, FetchTimeoutTimer)
+# Timers set once per request with a new key each and nearly always cancelled long before
+# they are due: deadlines in one heap with one clock handle (see `Node._set_queued`).
+QUEUED_TIMERS = (ProduceTimeoutTimer,)
+QUEUED_SLACK = 1024  # cancelled heap entries tolerated beyond twice the live ones
 RESPONSES = (FetchResponse, OffsetForLeaderEpochResponse, ControlledShutdownResponse)
 ROLE_CHANGES = (LeaderAndIsrRequest, StopReplicaRequest)
 CONTROL_REQUESTS = (LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest)
@@ -245,6 +249,12 @@ class Node:
         self._soon: dict[TimerKey, _Soon] = {}  # zero-delay timers queued inline
         self._handle_due: dict[TimerKey, int] = {}  # lazy timers: when their handle fires
         self._deadline: dict[TimerKey, int] = {}  # lazy timers: when the core's timer is due
+        # queued timers (produce timeouts): deadline by key, a heap of (deadline, seq, key)
+        self._queued: dict[TimerKey, int] = {}
+        self._queued_heap: list[tuple[int, int, TimerKey]] = []
+        self._queue_seq = 0
+        self._queued_handle: Cancellable | None = None
+        self._queued_due = 0
         self._queue: collections.deque[ev.Event | _Soon] = collections.deque()
         # control requests that came before this incarnation's registration was answered
         self._held: collections.deque[ev.Event] = collections.deque()
@@ -445,6 +455,9 @@ class Node:
             if isinstance(key, LAZY_TIMERS):
                 self._set_lazy(key, delay)
                 return
+            if isinstance(key, QUEUED_TIMERS):
+                self._set_queued(key, delay)
+                return
         old = self._timers.pop(key, None)
         if old is not None:
             old.cancel()
@@ -456,6 +469,9 @@ class Node:
             self._soon.pop(key, None)
             if isinstance(key, LAZY_TIMERS):
                 self._deadline.pop(key, None)  # its handle stays, and finds nothing due
+                return
+            if isinstance(key, QUEUED_TIMERS):
+                self._queued.pop(key, None)  # its entry stays in the heap, found stale
                 return
         old = self._timers.pop(key, None)
         if old is not None:
@@ -496,6 +512,48 @@ class Node:
             return
         del self._deadline[key]
         self.handle(ev.TimerFired(key))
+
+    def _set_queued(self, key: TimerKey, delay: int) -> None:
+        """A produce's timeout: a deadline in one heap, one clock handle for the earliest
+        one still set (Kafka's purgatory keeps its timeouts in a timing wheel, not a timer
+        each). Every acks=all produce set one and cancelled it a few ms later: a
+        `call_later` and a cancel per request. `TimerFired` reaches the core at the same
+        time as before; cancelled entries are dropped when the handle reaches them, and
+        the heap is rebuilt when they are most of it (bounded)."""
+        now = self.clock.now_ms()
+        deadline = now + max(0, delay)
+        self._queued[key] = deadline
+        self._queue_seq += 1
+        heapq.heappush(self._queued_heap, (deadline, self._queue_seq, key))
+        if len(self._queued_heap) > 2 * len(self._queued) + QUEUED_SLACK:
+            self._queued_heap = [(d, i, k) for i, (k, d) in enumerate(self._queued.items())]
+            heapq.heapify(self._queued_heap)
+        if self._queued_handle is None or deadline < self._queued_due:
+            if self._queued_handle is not None:
+                self._queued_handle.cancel()
+            self._arm_queued(now, deadline)
+
+    def _arm_queued(self, now: int, deadline: int) -> None:
+        self._queued_due = deadline
+        self._queued_handle = self.clock.call_later(deadline - now, self._fire_queued)
+
+    def _fire_queued(self) -> None:
+        self._queued_handle = None
+        now = self.clock.now_ms()
+        heap, due = self._queued_heap, []
+        while heap:
+            deadline, _, key = heap[0]
+            if self._queued.get(key) != deadline:
+                heapq.heappop(heap)  # cancelled, or set again with another deadline
+            elif deadline <= now:
+                heapq.heappop(heap)
+                del self._queued[key]
+                due.append(key)
+            else:
+                self._arm_queued(now, deadline)
+                break
+        for key in due:
+            self.handle(ev.TimerFired(key))
 
     def _fire(self, key: TimerKey) -> None:
         self._timers.pop(key, None)
@@ -642,6 +700,11 @@ class Node:
         if self._poll_timer is not None:
             self._poll_timer.cancel()
             self._poll_timer = None
+        if self._queued_handle is not None:
+            self._queued_handle.cancel()
+            self._queued_handle = None
+        self._queued.clear()
+        self._queued_heap.clear()
         self._soon.clear()
         self._handle_due.clear()
         self._deadline.clear()
