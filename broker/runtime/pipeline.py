@@ -11,7 +11,8 @@ machine), and that queue was most of hiwater's acks=all latency at half load (is
 
 Here consecutive Produce requests of a connection are handed to the core as soon as they are
 read (so their appends happen in request order, as before) and wait for their acks
-concurrently; their responses are written strictly in request order by one writer task. Any
+concurrently; their responses are written strictly in request order (from the step that
+acknowledged them, see `ResponsePipeline`; a task only for a write that must wait). Any
 other request first waits until every pending produce response is written, then runs alone
 as before. So ordering, DelayedProduce (a response waits until the HW covers its batch) and
 the order of responses are Kafka's; only the waits overlap. Bounded: at most `depth` produce
