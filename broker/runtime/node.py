@@ -275,6 +275,7 @@ class Node:
         self.on_partition_deleted: Callable[[TopicPartition], None] | None = None
         self.on_roles_changed: Callable[[], None] | None = None
         self.steps = 0
+        self._appliers = self._effect_appliers()
 
     # -- events in ------------------------------------------------------------------------
 
@@ -394,50 +395,64 @@ class Node:
     # -- effects out ----------------------------------------------------------------------
 
     def _apply(self, e: fx.Effect) -> None:
-        match e:
-            case fx.Send(dst=dst, message=msg):
-                self._send(dst, msg)
-            case fx.AppendAsLeader():
-                self._append_as_leader(e)
-            case fx.AppendAsFollower():
-                self._append_as_follower(e)
-            case fx.TruncateTo(tp=tp, offset=offset):
-                lg = self.log(tp)
-                lg.truncate_to(offset)
-                if lg.log_end_offset != offset:
-                    raise NodeError(
-                        f"{tp}: truncation to {offset} left the log end at {lg.log_end_offset} "
-                        "(not a batch boundary)"
-                    )
-                self._changed(tp)
-            case fx.CheckpointHighWatermark(tp=tp, high_watermark=hw):
-                self.log(tp).update_high_watermark(hw)
-                self._changed(tp)
-            case fx.CheckpointLeaderEpochs(tp=tp, epochs=epochs):
-                cache = self.log(tp).leader_epoch_cache
-                wanted = [(x.epoch, x.start_offset) for x in epochs]
-                if cache.entries != wanted:
-                    cache.replace(wanted)
-            case fx.DeletePartition(tp=tp):
-                self.logs.delete_log(tp.topic, tp.partition)
-                self._changed(tp)
-                if self.on_partition_deleted is not None:
-                    self.on_partition_deleted(tp)
-            case fx.SetTimer(key=key, delay_ms=delay):
-                self._set_timer(key, delay)
-            case fx.CancelTimer(key=key):
-                self._cancel_timer(key)
-            case fx.Choose(key=key):
-                self.handle(ev.Chosen(key, 0))  # queued: Kafka takes the first option
-            case (
-                fx.ZkRegisterBroker() | fx.ZkElectController() | fx.ZkResignController()
-                | fx.ZkWritePartitionState() | fx.ZkNotifyIsrChange() | fx.ZkDeleteTopic()
-            ):
-                self.zookeeper.submit(e)
-            case fx.ProduceReply() | fx.ConsumerFetchReply() | fx.ListOffsetsReply():
-                self.replies.resolve(e.request_id, e)
-            case _:
-                raise NodeError(f"unknown effect {e!r}")
+        # by exact type, one dict lookup (a `match` over the effect classes tried them in
+        # order: ~1 µs for the later ones, and a round applies about 20 effects)
+        apply = self._appliers.get(type(e))
+        if apply is None:
+            raise NodeError(f"unknown effect {e!r}")
+        apply(e)
+
+    def _effect_appliers(self) -> dict[type, Callable[[Any], None]]:
+        def zk(e: Any) -> None:
+            self.zookeeper.submit(e)  # the ports are looked up at each call: replaceable
+
+        def reply(e: Any) -> None:
+            self.replies.resolve(e.request_id, e)
+
+        return {
+            fx.Send: lambda e: self._send(e.dst, e.message),
+            fx.AppendAsLeader: self._append_as_leader,
+            fx.AppendAsFollower: self._append_as_follower,
+            fx.TruncateTo: self._truncate,
+            fx.CheckpointHighWatermark: self._checkpoint_hw,
+            fx.CheckpointLeaderEpochs: self._checkpoint_epochs,
+            fx.DeletePartition: self._delete_partition,
+            fx.SetTimer: lambda e: self._set_timer(e.key, e.delay_ms),
+            fx.CancelTimer: lambda e: self._cancel_timer(e.key),
+            # queued: Kafka takes the first option
+            fx.Choose: lambda e: self.handle(ev.Chosen(e.key, 0)),
+            fx.ZkRegisterBroker: zk, fx.ZkElectController: zk, fx.ZkResignController: zk,
+            fx.ZkWritePartitionState: zk, fx.ZkNotifyIsrChange: zk, fx.ZkDeleteTopic: zk,
+            fx.ProduceReply: reply, fx.ConsumerFetchReply: reply, fx.ListOffsetsReply: reply,
+        }
+
+    def _truncate(self, e: fx.TruncateTo) -> None:
+        tp, offset = e.tp, e.offset
+        lg = self.log(tp)
+        lg.truncate_to(offset)
+        if lg.log_end_offset != offset:
+            raise NodeError(
+                f"{tp}: truncation to {offset} left the log end at {lg.log_end_offset} "
+                "(not a batch boundary)"
+            )
+        self._changed(tp)
+
+    def _checkpoint_hw(self, e: fx.CheckpointHighWatermark) -> None:
+        self.log(e.tp).update_high_watermark(e.high_watermark)
+        self._changed(e.tp)
+
+    def _checkpoint_epochs(self, e: fx.CheckpointLeaderEpochs) -> None:
+        cache = self.log(e.tp).leader_epoch_cache
+        wanted = [(x.epoch, x.start_offset) for x in e.epochs]
+        if cache.entries != wanted:
+            cache.replace(wanted)
+
+    def _delete_partition(self, e: fx.DeletePartition) -> None:
+        tp = e.tp
+        self.logs.delete_log(tp.topic, tp.partition)
+        self._changed(tp)
+        if self.on_partition_deleted is not None:
+            self.on_partition_deleted(tp)
 
     # -- timers ---------------------------------------------------------------------------
 
