@@ -144,13 +144,15 @@ def _on_topic_config_changed(
 
 
 def _put(state: BrokerState, r: rep.ReplicaState) -> BrokerState:
-    reps = state.replicas
-    if len(reps) == 1 and reps[0].tp == r.tp:  # one partition hosted: the common case
-        return state._replace(replicas=(r,))
-    others = tuple(x for x in state.replicas if x.tp != r.tp)
-    if len(others) == len(state.replicas):
-        return state._replace(replicas=tuple(sorted((*others, r), key=lambda x: x.tp)))
-    return state._replace(replicas=tuple(r if x.tp == r.tp else x for x in state.replicas))
+    # one pass, and no copy when the handler left the replica as it was (every step of
+    # the live broker goes through here; replicas are unique by partition)
+    replicas = state.replicas
+    for i, x in enumerate(replicas):
+        if x.tp == r.tp:
+            if x is r:
+                return state
+            return state._replace(replicas=(*replicas[:i], r, *replicas[i + 1:]))
+    return state._replace(replicas=tuple(sorted((*replicas, r), key=lambda x: x.tp)))
 
 
 def step(state: BrokerState, event: ev.Event) -> tuple[BrokerState, Effects]:

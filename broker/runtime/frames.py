@@ -56,6 +56,9 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self._paused_reading = False
         self._paused_writing = False
         self._drain_waiter: asyncio.Future[None] | None = None
+        self._deadline: float | None = None  # of the `next_frame` waiting, loop time
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_due = 0.0
         self.closed = False
 
     # -- asyncio callbacks ------------------------------------------------------------------
@@ -88,6 +91,9 @@ class FrameProtocol(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         self._eof = True
         if exc is not None and self._end is None:
             self._end = exc
@@ -111,7 +117,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         """Deliver every complete frame in the scratch buffer; start a large one's own buffer."""
         buf, end, pos = self._scratch, self._len, 0
         while end - pos >= 4 and self._end is None and not self._full():
-            size = check_frame_size(bytes(buf[pos:pos + 4]), self.max_frame_bytes,
+            size = check_frame_size(bytes(self._view[pos:pos + 4]), self.max_frame_bytes,
                                     self.min_frame_bytes)
             if isinstance(size, FrameError):
                 self._end = size
@@ -120,7 +126,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 break
             start = pos + 4
             if end - start >= size:
-                self._deliver(bytes(buf[start:start + size]))
+                # one copy, out of the view (`bytes(buf[a:b])` made two: the slice, then bytes)
+                self._deliver(self._view[start:start + size].tobytes())
                 pos = start + size
                 continue
             if size > len(buf) - 4:  # will not fit: its own buffer, the rest received into it
@@ -172,13 +179,17 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 return None
             loop = asyncio.get_running_loop()
             w = self._waiter = loop.create_future()
-            timer = None if timeout_s is None else loop.call_later(
-                timeout_s, _expire, w)
+            if timeout_s is not None:
+                deadline = self._deadline = loop.time() + timeout_s
+                if self._timer is None or deadline < self._timer_due:
+                    if self._timer is not None:
+                        self._timer.cancel()
+                    self._timer_due = deadline
+                    self._timer = loop.call_at(deadline, self._on_timer)
             try:
                 await w
             finally:
-                if timer is not None:
-                    timer.cancel()
+                self._deadline = None  # the handle stays armed, and finds nothing due
         frame = self._frames.popleft()
         self._queued_bytes -= len(frame)
         if self._paused_reading and self._end is None and not self._full():
@@ -189,6 +200,25 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 if self.transport is not None and not self.transport.is_closing():
                     self.transport.resume_reading()
         return frame
+
+    def _on_timer(self) -> None:
+        """One clock handle per connection for the `next_frame` timeouts (a follower's fetch
+        has one per request): a new deadline only moves `_deadline`; the handle, when it
+        fires before it, waits again for the rest (a `call_later` and a cancel per request
+        before)."""
+        self._timer = None
+        deadline = self._deadline
+        if deadline is None:
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() < deadline:
+            self._timer_due = deadline
+            self._timer = loop.call_at(deadline, self._on_timer)
+            return
+        self._deadline = None
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_exception(TimeoutError())
 
     # -- bytes out (the StreamWriter calls the broker uses) -----------------------------------
 
@@ -205,6 +235,11 @@ class FrameProtocol(asyncio.BufferedProtocol):
         w = self._drain_waiter = asyncio.get_running_loop().create_future()
         await w
 
+    @property
+    def writing_paused(self) -> bool:
+        """The transport asked us to stop writing (its buffer is above the high mark)."""
+        return self._paused_writing
+
     def is_closing(self) -> bool:
         return self.transport is None or self.transport.is_closing()
 
@@ -212,10 +247,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
         return default if self.transport is None else self.transport.get_extra_info(name, default)
 
     def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self.transport is not None:
             self.transport.close()
-
-
-def _expire(w: asyncio.Future[None]) -> None:
-    if not w.done():
-        w.set_exception(TimeoutError())

@@ -214,6 +214,15 @@ class Apis:
     # -- Produce ----------------------------------------------------------------------------
 
     async def produce(self, req: Request) -> Response:
+        started = self.produce_started(req)
+        for fut in started.futures:
+            await self._await_reply(fut, started.timeout_ms)
+        return started.finish()
+
+    def produce_started(self, req: Request) -> _ProduceStarted:
+        """The synchronous part of a Produce: every partition's batch checked and handed to
+        the core (appended, in request order) now; what is left is waiting for the replies
+        (`futures`) and `finish`, which encodes the response (none for acks=0)."""
         body = request_fields(req)
         acks = int(body.acks)
         timeout_ms = max(0, int(body.timeout.total_seconds() * 1000))
@@ -247,22 +256,7 @@ class Apis:
                     timeout_ms=timeout_ms))
                 results.append((t.name, tp.partition, fut))
         throttle = self.b.throttle("produce", req, total_bytes)
-        if acks == 0:
-            return Response(None, throttle)
-        by_topic: dict[str, list[ProducePartitionResult]] = {}
-        for topic, partition, r in results:
-            if isinstance(r, tuple):
-                code, base = r
-            else:
-                reply = await self._await_reply(r, timeout_ms)
-                code, base = int(reply.error), reply.base_offset
-            lg = self.node.logs.get_log(topic, partition)
-            by_topic.setdefault(topic, []).append(ProducePartitionResult(
-                partition, code, base, lg.log_start_offset if lg is not None else -1))
-        # by hand (one per produce request: kio's generic writer was a quarter of it)
-        frame = encode_produce_response(req.api_version, req.correlation_id,
-                                        list(by_topic.items()), throttle)
-        return Response(frame, throttle)
+        return _ProduceStarted(self, req, acks, results, throttle, timeout_ms)
 
     async def _await_reply(self, fut: asyncio.Future[Any], timeout_ms: int) -> Any:
         # The core's produce timeout answers first; this bound only covers a halted broker.
@@ -400,8 +394,9 @@ class Apis:
                 # replica fetch has neither (-1: no fencing, no divergence check, as Kafka)
                 msg = FetchRequest(follower, tp, int(p.fetch_offset),
                                    int(getattr(p, "current_leader_epoch", -1)),
-                                   int(getattr(p, "last_fetched_epoch", -1)))
-                resp = self._ask(follower, msg)
+                                   int(getattr(p, "last_fetched_epoch", -1)),
+                                   self.node.new_request_id())
+                resp = self._ask_numbered(follower, msg)
                 part, n = self._replica_part(tp, p, resp, size, int(body.max_bytes))
                 parts.append((tp, part))
                 size += n
@@ -441,7 +436,11 @@ class Apis:
     def _ask(self, src: int, msg: FetchRequest | OffsetForLeaderEpochRequest) -> Any:
         """The core's response to a follower's request, matched by the request id given
         here; None when the core sent none (a partition we do not host)."""
-        msg = dataclasses.replace(msg, request_id=self.node.new_request_id())
+        return self._ask_numbered(
+            src, dataclasses.replace(msg, request_id=self.node.new_request_id()))
+
+    def _ask_numbered(self, src: int, msg: FetchRequest | OffsetForLeaderEpochRequest) -> Any:
+        """`_ask` for a message that carries its new request id already."""
         fut = self.node.responses.expect(msg.request_id)
         self.node.handle(ev.MessageReceived(src, msg))
         if fut.done():
@@ -652,6 +651,43 @@ class Apis:
                     code, pid, epoch = COORDINATOR_NOT_AVAILABLE, -1, -1
         return self._encode(req, {"throttle_time": _ms(0), "error_code": _code(code),
                                   "producer_id": pid, "producer_epoch": epoch})
+
+
+class _ProduceStarted:
+    """A Produce handed to the core: its replies to wait for, and the response they make."""
+
+    __slots__ = ("acks", "apis", "futures", "req", "results", "throttle", "timeout_ms")
+
+    def __init__(self, apis: Apis, req: Request, acks: int,
+                 results: list[tuple[str, int, Any]], throttle: int, timeout_ms: int) -> None:
+        self.apis = apis
+        self.req = req
+        self.acks = acks
+        self.results = results
+        self.throttle = throttle
+        self.timeout_ms = timeout_ms
+        self.futures: list[asyncio.Future[Any]] = [
+            r for _, _, r in results if r is not None and not isinstance(r, tuple)]
+
+    def finish(self) -> Response:
+        """The response, once every future is done (a reply, or the safety timeout's)."""
+        if self.acks == 0:
+            return Response(None, self.throttle)
+        logs = self.apis.node.logs
+        by_topic: dict[str, list[ProducePartitionResult]] = {}
+        for topic, partition, r in self.results:
+            if isinstance(r, tuple):
+                code, base = r
+            else:
+                reply = r.result()
+                code, base = int(reply.error), reply.base_offset
+            lg = logs.get_log(topic, partition)
+            by_topic.setdefault(topic, []).append(ProducePartitionResult(
+                partition, code, base, lg.log_start_offset if lg is not None else -1))
+        # by hand (one per produce request: kio's generic writer was a quarter of it)
+        frame = encode_produce_response(self.req.api_version, self.req.correlation_id,
+                                        list(by_topic.items()), self.throttle)
+        return Response(frame, self.throttle)
 
 
 def _produce_timed_out(fut: asyncio.Future[Any]) -> None:

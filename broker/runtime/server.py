@@ -30,7 +30,7 @@ import socket
 import time
 import types
 import typing
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,7 +40,7 @@ from broker.runtime.frames import FrameProtocol
 from broker.runtime.handlers import OFFSETS_TOPIC, Apis
 from broker.runtime.node import Node
 from broker.runtime.peers import Endpoint, Peers
-from broker.runtime.pipeline import ResponsePipeline
+from broker.runtime.pipeline import Pending, ResponsePipeline
 from broker.runtime.zk import ZkAdapter
 from broker.runtime.zkdriver import ZkDriver
 from broker.store.fs import RealFS
@@ -138,6 +138,17 @@ class _ClientConnection(FrameProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         self.broker._accept(self)
+
+
+def _write_produce_response(conn: FrameProtocol, resp: Any) -> Awaitable[None] | None:
+    """A produce response (bytes, or none for acks=0) written at once; it only waits, as
+    an awaitable, when the transport asks the writer to pause (flow control)."""
+    frame = resp.frame
+    if frame is None:
+        return None
+    assert isinstance(frame, bytes), "produce responses are encoded whole"
+    conn.write(frame)
+    return conn.drain() if conn.writing_paused else None
 
 
 async def _sendfile(conn: FrameProtocol, region: FileRegion) -> None:
@@ -625,15 +636,11 @@ class Broker:
     async def _serve(self, conn: FrameProtocol, client_host: str) -> None:
         # Consecutive Produce requests wait for their acks concurrently, answered in order
         # (broker/runtime/pipeline.py); anything else runs alone once they are answered.
-        pipe = ResponsePipeline(functools.partial(self._write_response, conn), conn.close)
+        pipe = ResponsePipeline(functools.partial(_write_produce_response, conn), conn.close)
         try:
             await self._serve_requests(conn, client_host, pipe)
         finally:
             await pipe.close()
-
-    async def _write_response(self, conn: FrameProtocol, resp: Any) -> None:
-        if resp.frame is not None:
-            await self._write(conn, resp.frame)
 
     async def _serve_requests(self, conn: FrameProtocol, client_host: str,
                               pipe: ResponsePipeline) -> None:
@@ -678,7 +685,13 @@ class Broker:
                 await pipe.flush()  # answer the produce requests read before it
                 return
             if pipelined:
-                await pipe.submit(self.apis.handle(decoded, client_host))
+                # appended now, in request order, without a task or a loop turn; the response
+                # is written in the step that acknowledged it last (pipeline.py). No
+                # timer per request: the core's produce timeout answers, and a halted broker
+                # stops, which cancels the connection and with it the waits.
+                started = self.apis.produce_started(decoded)
+                await pipe.submit_pending(Pending(started.futures, started.finish,
+                                                  self.node.replies.watch))
                 continue
             resp = await self.apis.handle(decoded, client_host)
             if resp.frame is not None:

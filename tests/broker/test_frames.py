@@ -152,3 +152,40 @@ def test_writes_and_drain() -> None:
         assert got == data
 
     _run(test)
+
+
+def test_next_frame_timeouts_share_one_clock_handle() -> None:
+    """A follower's fetches each wait with a timeout: 50 answered requests arm one clock
+    handle, not 50; a shorter timeout after a longer one still fires on time, and a
+    timeout that keeps being pushed out fires once the last deadline has passed."""
+
+    async def test(proto: FrameProtocol, peer: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        armed = 0
+        call_at = loop.call_at
+
+        def counting(when: float, cb: Callable[..., object], *args: object,
+                     **kw: object) -> asyncio.TimerHandle:
+            nonlocal armed
+            armed += cb == proto._on_timer
+            return call_at(when, cb, *args, **kw)  # type: ignore[arg-type]
+
+        loop.call_at = counting  # type: ignore[method-assign]
+        try:
+            for i in range(50):  # each waits before its frame arrives, as a fetch does
+                waiting = asyncio.ensure_future(proto.next_frame(30))
+                await asyncio.sleep(0)
+                await _send(peer, _frame(b"request-%d" % i))
+                assert await waiting == b"request-%d" % i
+            assert armed == 1
+            t = loop.time()
+            try:
+                await proto.next_frame(0.05)  # earlier than the handle armed for 30 s
+                raise AssertionError("no timeout")
+            except TimeoutError:
+                pass
+            assert loop.time() - t < 5
+        finally:
+            loop.call_at = call_at  # type: ignore[method-assign]
+
+    _run(test)

@@ -16,6 +16,7 @@ regression would add (seconds), so a loaded machine does not fail them.
 from __future__ import annotations
 
 import asyncio
+import functools
 import statistics
 import time
 from collections.abc import Iterator
@@ -397,3 +398,44 @@ def test_held_follower_fetch_completes_on_data_not_on_a_high_watermark_change(
         node.close()
 
     asyncio.run(run())
+
+
+def test_response_pipeline_writes_from_the_resolving_step_in_request_order() -> None:
+    """A produce already appended (`Pending`) is answered inside `ReplyWaiters.resolve`, with
+    no loop turn (the acks=all response leaves in the step that advanced the HW), yet never
+    before an earlier request's response; a future that is not watched (or is resolved
+    elsewhere) still completes through its done-callback; the hooks table empties."""
+    from broker.runtime.node import ReplyWaiters
+    from broker.runtime.pipeline import Pending, ResponsePipeline
+
+    async def run() -> tuple[list[list[int]], int]:
+        written: list[int] = []
+        seen: list[list[int]] = []
+        replies = ReplyWaiters()
+        futs = [replies.expect(i) for i in range(4)]
+
+        def write(resp: int) -> None:
+            written.append(resp)
+
+        pipe = ResponsePipeline(write, depth=5)
+        for i in range(3):
+            await pipe.submit_pending(Pending([futs[i]], functools.partial(int, i),
+                                              replies.watch))
+        unwatched = Pending([futs[3]], lambda: 3)  # no watch: its done-callback writes it
+        await pipe.submit_pending(unwatched)
+        replies.resolve(1, "ack")
+        seen.append(list(written))  # 0 is not acknowledged: 1 waits behind it
+        replies.resolve(0, "ack")
+        seen.append(list(written))  # at once, no loop turn: 0 then the waiting 1
+        replies.resolve(3, "ack")
+        seen.append(list(written))  # 2 not yet: 3 waits
+        replies.resolve(2, "ack")
+        seen.append(list(written))  # 2 in the step; 3 only by its callback, a turn later
+        await asyncio.wait_for(pipe.flush(), 5)
+        seen.append(list(written))
+        await pipe.close()
+        return seen, len(replies.hooks) + len(replies.waiting)
+
+    seen, left = asyncio.run(run())
+    assert seen == [[], [0, 1], [0, 1], [0, 1, 2], [0, 1, 2, 3]]
+    assert left == 0

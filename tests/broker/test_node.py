@@ -118,6 +118,46 @@ def test_long_poll_wakes_on_append(tmp_path: Path) -> None:
     asyncio.run(go())
 
 
+def test_long_polls_share_one_clock_handle_and_still_expire(tmp_path: Path) -> None:
+    """Long polls that complete on data (a held follower fetch, twice per acks=all produce)
+    arm no clock handle each; a poll nobody wakes still returns at its own deadline, also
+    when it is shorter than the polls before it and when those completed early; the
+    deadlines table empties once the handle has passed them."""
+
+    async def go() -> None:
+        node = leader_node(tmp_path)
+        loop = asyncio.get_running_loop()
+        armed = 0
+        call_at = loop.call_at
+
+        def counting(when: float, cb: object, *args: object, **kw: object) -> object:
+            nonlocal armed
+            armed += cb == node._expire_polls
+            return call_at(when, cb, *args, **kw)  # type: ignore[arg-type]
+
+        loop.call_at = counting  # type: ignore[method-assign,assignment]
+        try:
+            for _ in range(30):  # each woken by an append long before its 5 s
+                waiter = asyncio.create_task(node.wait_for_change([TP], 5.0))
+                await asyncio.sleep(0)
+                produce(node, batch(1), 0, 1)
+                await asyncio.wait_for(waiter, 1)
+            assert armed == 1
+            start = loop.time()
+            await asyncio.wait_for(node.wait_for_change([TP], 0.05), 2)  # nobody wakes it
+            assert 0.04 <= loop.time() - start < 1.0
+            assert armed == 2  # re-armed earlier for it, once
+            long_poll = asyncio.create_task(node.wait_for_change([TP], 0.2))
+            await asyncio.wait_for(long_poll, 2)
+            assert not node._poll_deadlines or all(
+                f.done() for _, _, f in node._poll_deadlines)
+        finally:
+            loop.call_at = call_at  # type: ignore[method-assign]
+        node.close()
+
+    asyncio.run(go())
+
+
 def test_store_disagreeing_with_the_core_halts_the_node(tmp_path: Path) -> None:
     async def go() -> None:
         node = leader_node(tmp_path)

@@ -188,3 +188,47 @@ def test_a_cancelled_lazy_timer_does_not_fire(tmp_path: Path) -> None:
         node.close()
 
     asyncio.run(go())
+
+
+def test_produce_timeouts_share_one_handle_and_still_time_out(tmp_path: Path) -> None:
+    """Every acks=all produce sets a timeout the follower's next fetch nearly always cancels
+    within ms: 20 such produces arm one clock handle between them; a produce nobody
+    acknowledges is still answered REQUEST_TIMED_OUT at its own timeout, no earlier, also
+    when it is shorter than the ones set before it; no deadline is left behind."""
+    async def go() -> None:
+        clock = CountingClock()
+        node = Node(1, ProtocolConfig(min_insync_replicas=2), LogManager([tmp_path]),
+                    clock=clock, inline_timers=True)
+        node.handle(ev.BrokerRegistered(10))
+        info = PartitionInfo(TP, 1, 0, (1, 2), 0, (1, 2))
+        node.handle(ev.MessageReceived(0, LeaderAndIsrRequest(0, 1, 10, (info,))))
+        armed = clock.armed
+
+        def produce(timeout_ms: int) -> asyncio.Future[object]:
+            rid = node.new_request_id()
+            fut = node.replies.expect(rid)
+            records = build_batch([Record(0, 1000, b"k", b"v")], base_offset=0)
+            node.handle(ev.ProduceReceived(rid, TP, -1, 1, records, timeout_ms=timeout_ms))
+            return fut
+
+        def follower_fetch(at: int) -> None:
+            rid = node.new_request_id()
+            node.responses.expect(rid)
+            node.handle(ev.MessageReceived(2, FetchRequest(2, TP, at, 0, -1, request_id=rid)))
+            node.responses.resolve(rid, None)
+
+        for offset in range(1, 21):
+            fut = produce(30_000)
+            follower_fetch(offset)  # the follower has it: the HW covers it, answered
+            assert fut.done() and fut.result().error == Errors.NONE
+        assert clock.armed - armed == 1, f"{clock.armed - armed} handles for 20 produces"
+        start = time.monotonic()
+        late = produce(150)  # the follower never fetches it
+        await asyncio.wait_for(late, 5)
+        took = time.monotonic() - start
+        assert late.result().error == Errors.REQUEST_TIMED_OUT
+        assert 0.14 <= took < 2.0, f"timed out after {took * 1000:.0f} ms"
+        assert node._queued == {}
+        node.close()
+
+    asyncio.run(go())

@@ -193,3 +193,29 @@ def test_produce_response_is_kio_byte_for_byte(version: int) -> None:
         "throttle_time": 250}
     expected = encode_response(-3, build(response_class(0, version), data))
     assert encode_produce_response(version, -3, topics, 250) == expected
+
+
+@pytest.mark.parametrize("version", [v for k, v in DATA_PATH if k == ApiKey.FETCH])
+def test_fetch_partition_fields_are_read_in_place_at_every_version(version: int) -> None:
+    """Fetch's fixed-size parts are read with one unpack per version: every field distinct
+    (a swapped or shifted field would show), two partitions, compared with kio."""
+    import copy
+
+    values = copy.deepcopy(REQUESTS[ApiKey.FETCH])
+    values["replica_id"], values["session_id"] = 3, 9
+    part = values["topics"][0]["partitions"][0]
+    part.update(partition=4, current_leader_epoch=6, fetch_offset=1 << 40,
+                last_fetched_epoch=5, log_start_offset=77, partition_max_bytes=12345)
+    values["topics"][0]["partitions"].append(dict(part, partition=8, fetch_offset=11))
+    msg = kp_instance(kp_class(ApiKey.FETCH), values, version)
+    msg.with_header(correlation_id=7, client_id="kp")
+    payload = bytes(msg.encode(header=True, framed=False))
+    fast, slow = decode_fast(payload), decode_request(payload)
+    assert isinstance(fast, Request) and isinstance(slow, Request)
+    _compare(fast, slow)
+    parts = fast.body.topics[0].partitions  # type: ignore[union-attr]
+    assert [(p.partition, p.fetch_offset, p.partition_max_bytes) for p in parts] == [
+        (4, 1 << 40, 12345), (8, 11, 12345)]
+    assert parts[0].log_start_offset == (77 if version >= 5 else -1)
+    assert parts[0].current_leader_epoch == (6 if version >= 9 else -1)
+    assert parts[0].last_fetched_epoch == (5 if version >= 12 else -1)
