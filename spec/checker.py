@@ -142,6 +142,8 @@ def _check(
         depth = max(depth, d)
         for action, nxt in model.successors(w):
             transitions += 1
+            if nxt is w:  # an action that changed nothing (`Model.successors`)
+                continue
             nk = key(nxt)
             if nk in parents:
                 continue

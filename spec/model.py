@@ -97,6 +97,7 @@ _world = cast("Callable[[type[World], tuple[object, ...]], World]", tuple.__new_
 
 
 _T = TypeVar("_T", bound=tuple[object, ...])
+_E = TypeVar("_E", bound=ev.Event)
 
 
 def _set1(t: _T, index: int, value: object) -> _T:
@@ -132,10 +133,12 @@ class _Builder:
         "sent",
         "states",
         "timers",
+        "world",
         "zk",
     )
 
     def __init__(self, w: World) -> None:
+        self.world = w
         self.nodes = w.nodes
         self.states = [n.state for n in w.nodes]
         self.disks = [n.disk for n in w.nodes]
@@ -149,6 +152,7 @@ class _Builder:
 
     def copy(self) -> _Builder:
         b = _Builder.__new__(_Builder)
+        b.world = self.world
         b.nodes = self.nodes
         b.states = list(self.states)
         b.disks = list(self.disks)
@@ -171,8 +175,12 @@ class _Builder:
         return t
 
     def freeze(self) -> World:
+        """The world this action built; the very world it started from when nothing changed
+        (a lag timer that only re-arms: about one transition in six at the default bounds),
+        which the search recognises by identity as a known state."""
         nodes = []
         states, disks, inboxes = self.states, self.disks, self.inboxes
+        same = True
         for i, t in enumerate(self.timers):
             n = self.nodes[i]
             st, d, inbox = states[i], disks[i], inboxes[i]
@@ -180,12 +188,20 @@ class _Builder:
                 if st is n.state and d is n.disk and inbox is n.inbox:
                     nodes.append(n)
                 else:
-                    nodes.append(_node(Node, (st, d, n.timers, inbox)))
+                    m = _make_node(st, d, n.timers, inbox)
+                    same = same and m is n
+                    nodes.append(m)
             else:
-                nodes.append(_node(Node, (st, d, frozenset(t), inbox)))
-        network = self.network
+                m = _make_node(st, d, frozenset(t), inbox)
+                same = same and m is n
+                nodes.append(m)
+        w = self.world
         if self.sent:
-            network = tuple(sorted(network + tuple(self.sent)))
+            network = tuple(sorted(self.network + tuple(self.sent)))
+        elif same and self.zk is w.zk and self.ghost is w.ghost:
+            return w
+        else:
+            network = self.network
         return _world(World, (tuple(nodes), self.zk, network, self.ghost))
 
 
@@ -221,6 +237,48 @@ def _inert(m: InFlight, nodes: tuple[Node, ...] | list[Node], broker_epoch_check
     return True
 
 
+# Broker states interned: one representative per value, found by the state's identity
+# (held, so ids are not reused). Every state a world holds is its value's representative
+# (memoized steps, renumbering, the initial and recovered states hand out representatives),
+# so an action that brings a broker back to the state it started from is seen unchanged by
+# identity (`_Builder.freeze`), and the identity caches downstream hit.
+_interned: dict[BrokerState, BrokerState] = {}
+_interned_ids: dict[int, tuple[BrokerState, BrokerState]] = {}
+_INTERN_SIZE = 200_000
+
+
+def _intern(st: BrokerState) -> BrokerState:
+    hit = _interned_ids.get(id(st))
+    if hit is not None and hit[0] is st:
+        return hit[1]
+    if len(_interned_ids) >= _INTERN_SIZE:
+        _interned_ids.clear()
+    if len(_interned) >= _INTERN_SIZE:
+        _interned.clear()
+    rep = _interned.setdefault(st, st)
+    _interned_ids[id(st)] = (st, rep)
+    return rep
+
+
+# Nodes hash-consed: one object per (interned state, disk, timers, inbox) value, found by
+# the state's identity and the rest's value (small tuples, hashed in C), so equal nodes that
+# different actions build are one object, which the canonical key and the renumbering find by
+# identity. The node holds its state, so a stale entry (an id reused after the state was
+# freed) is recognised and replaced.
+_nodes: dict[tuple[int, Disk, frozenset[TimerKey], tuple[str, ...]], Node] = {}
+
+
+def _make_node(st: BrokerState | None, d: Disk, timers: frozenset[TimerKey],
+               inbox: tuple[str, ...]) -> Node:
+    k = (id(st), d, timers, inbox)
+    n = _nodes.get(k)
+    if n is None or n.state is not st:
+        if len(_nodes) >= _INTERN_SIZE:
+            _nodes.clear()
+        n = _nodes[k] = _node(Node, (st, d, timers, inbox))
+    return n
+
+
 # The znode versions a broker state holds, by state identity (states are shared between
 # worlds, and memoized steps return the same objects).
 _versions_cache: dict[int, tuple[BrokerState, frozenset[int]]] = {}
@@ -231,35 +289,48 @@ _renumbered: dict[tuple[int, tuple[int, ...]], tuple[BrokerState, BrokerState]] 
 _renumbered_msgs: dict[tuple[int, tuple[int, ...]], tuple[InFlight, InFlight]] = {}
 
 
+_nodes_versions: dict[tuple[int, ...], tuple[tuple[Node, ...], list[frozenset[int]],
+                                               frozenset[int]]] = {}
+
+
+def _state_versions(st: BrokerState | None) -> frozenset[int]:
+    if st is None:
+        return frozenset()
+    hit = _versions_cache.get(id(st))
+    if hit is None or hit[0] is not st:
+        vs = {r.zk_version for r in st.replicas}
+        if st.controller is not None:
+            for ctx in st.controller.partitions:
+                if ctx.state is not None:
+                    vs.add(ctx.state.zk_version)
+        if len(_versions_cache) >= 100_000:
+            _versions_cache.clear()
+        hit = _versions_cache[id(st)] = (st, frozenset(vs))  # holds st: id not reused
+    return hit[1]
+
+
 def _normalize_versions(w: World) -> World:
     """Renumber partition znode versions densely, keeping their order. The core only
     compares versions (equal, greater) and proposes "current + 1", so worlds that differ
     only by such a renumbering behave the same; without it a shrink/expand cycle would make
     the state space infinite."""
-    seen: set[int] = set()
+    # The versions the nodes hold, by the nodes' identities (nodes are hash-consed, and the
+    # entry holds them, so their ids are not reused while it is remembered).
+    ids = tuple(map(id, w.nodes))
+    held = _nodes_versions.get(ids)
+    if held is None:
+        if len(_nodes_versions) >= 100_000:
+            _nodes_versions.clear()
+        per_node = [_state_versions(n.state) for n in w.nodes]
+        held = _nodes_versions[ids] = (w.nodes, per_node, frozenset().union(*per_node))
+    per_node = held[1]
+    seen: set[int] = set(held[2])
     p = w.zk.partition
     if p is not None:
         seen.add(p.zk_version)
-    per_node: list[frozenset[int]] = []
-    for n in w.nodes:
-        st = n.state
-        if st is None:
-            per_node.append(frozenset())
-            continue
-        hit = _versions_cache.get(id(st))
-        if hit is None or hit[0] is not st:
-            vs = {r.zk_version for r in st.replicas}
-            if st.controller is not None:
-                for ctx in st.controller.partitions:
-                    if ctx.state is not None:
-                        vs.add(ctx.state.zk_version)
-            if len(_versions_cache) >= 100_000:
-                _versions_cache.clear()
-            hit = _versions_cache[id(st)] = (st, frozenset(vs))  # holds st: id not reused
-        seen |= hit[1]
-        per_node.append(hit[1])
     for m in w.network:
-        if isinstance(m.message, LeaderAndIsrRequest):
+        if m.kind == _LEADER_AND_ISR:
+            assert isinstance(m.message, LeaderAndIsrRequest)
             for info in m.message.partitions:
                 seen.add(info.zk_version)
     for pw in w.zk.pending:
@@ -291,9 +362,9 @@ def _normalize_versions(w: World) -> World:
                                                    for c in ctl.partitions))
             if len(_renumbered) >= 100_000:
                 _renumbered.clear()
-            done = _renumbered[(id(st), key)] = (st, st._replace(replicas=reps,
-                                                                 controller=ctl))
-        nodes.append(Node(done[1], n.disk, n.timers, n.inbox))
+            done = _renumbered[(id(st), key)] = (st, _intern(st._replace(replicas=reps,
+                                                                         controller=ctl)))
+        nodes.append(_make_node(done[1], n.disk, n.timers, n.inbox))
     network = []
     for m in w.network:
         if isinstance(m.message, LeaderAndIsrRequest):
@@ -346,23 +417,49 @@ class Model:
         self._steps = {}
         self._steps_by_id: dict[int, tuple[BrokerState, dict[ev.Event, tuple[
             BrokerState, list[fx.Effect]]]]] = {}
-        self.step_cache_size = 200_000  # states
+        self._step_pairs: dict[tuple[int, int], tuple[
+            BrokerState, ev.Event, tuple[BrokerState, list[fx.Effect]]]] = {}
+        self.step_cache_size = 200_000  # states (and (state, event) identity pairs)
         self._timer_plans: dict[frozenset[TimerKey], tuple[
             tuple[TimerKey, str, ev.TimerFired], ...]] = {}
         self._deliveries: dict[int, tuple[InFlight, ev.MessageReceived]] = {}
         self._received_events: dict[int, tuple[Message, ev.MessageReceived]] = {}
         self._filled: dict[tuple[int, int], tuple[
             FetchResponse, tuple[Record, ...], FetchResponse, ev.MessageReceived]] = {}
+        self._filled_by_records: dict[tuple[int, tuple[Record, ...]], tuple[
+            FetchResponse, FetchResponse, ev.MessageReceived]] = {}
         self._rpc = bounds.network == "rpc"
         self._recovered: dict[tuple[int, tuple[DurableReplica, ...]], BrokerState] = {}
         self._produces: dict[int, ev.ProduceReceived] = {}
+        # ZooKeeper's answers and notifications, one event object per value (`_shared`), so
+        # the memoized step finds them by identity instead of hashing a fresh dataclass
+        self._zk_events: dict[object, ev.Event] = {}
         self._max_leader_epoch = bounds.leader_epochs
         # whether any effect may be lost (`_droppable`), decided once
         self._may_drop = bounds.network == "rpc" and bounds.drops > 0
         self._max_controller_epoch = bounds.controller_epochs
 
     def step(self, state: BrokerState, event: ev.Event) -> tuple[BrokerState, list[fx.Effect]]:
-        """`core.step`, memoized."""
+        """`core.step`, memoized: first by the identities of the state and the event (both
+        held, so the ids are not reused while remembered; most events are shared objects,
+        and hashing an event or a message dataclass runs Python-level `__hash__`s), then by
+        value. The states it returns are interned (`_intern`), so a step that leaves a
+        broker's state equal returns the very state it was given."""
+        pair = (id(state), id(event))
+        known = self._step_pairs.get(pair)
+        if known is not None and known[0] is state and known[1] is event:
+            return known[2]
+        result = self._step_by_value(state, event)
+        after = _intern(result[0])
+        if after is not result[0]:
+            result = (after, result[1])
+        if len(self._step_pairs) >= self.step_cache_size:
+            self._step_pairs.clear()
+        self._step_pairs[pair] = (state, event, result)
+        return result
+
+    def _step_by_value(self, state: BrokerState,
+                       event: ev.Event) -> tuple[BrokerState, list[fx.Effect]]:
         hit = self._steps_by_id.get(id(state))
         if hit is not None and hit[0] is state:
             per_event = hit[1]
@@ -402,7 +499,7 @@ class Model:
             s = init(b, self.config)
             s, _ = step(s, ev.Started())
             s, _ = step(s, ev.BrokerRegistered(1))
-            nodes.append(Node(s, Disk(), frozenset(), inbox))
+            nodes.append(Node(_intern(s), Disk(), frozenset(), inbox))
         return World(tuple(nodes), zk, (), Ghost())
 
     # ----------------------------------------------------------------------------------
@@ -468,7 +565,8 @@ class Model:
             out += self._complete_write(w, k, pw)
         within = self._within_bounds
         tidy = self._tidy
-        return [(a, tidy(s)) for a, s in out if within(s)]
+        # w itself (an action that changed nothing) is tidy and within the bounds already
+        return [(a, s if s is w else tidy(s)) for a, s in out if s is w or within(s)]
 
     def _timer_plan(self, timers: frozenset[TimerKey]) -> tuple[
             tuple[TimerKey, str, ev.TimerFired], ...]:
@@ -498,15 +596,26 @@ class Model:
                                                              (rid,))
         return event
 
+    def _shared(self, key: object, make: Callable[[], _E]) -> _E:
+        """The one event object for `key`, a value of builtin data and named tuples that
+        determines the event."""
+        event = self._zk_events.get(key)
+        if event is None:
+            if len(self._zk_events) >= 100_000:
+                self._zk_events.clear()
+            event = self._zk_events[key] = make()
+        return cast(_E, event)
+
     def _delivery(self, m: InFlight) -> ev.MessageReceived:
-        """The event delivering m; one object per message (held), so the memoized step finds
-        it by identity-cheap equality."""
+        """The event delivering m; one object per in-flight message (held), and behind it
+        one per message object (`_received`: every send wraps the memoized step's message
+        in a fresh InFlight), so the memoized step finds it by identity."""
         hit = self._deliveries.get(id(m))
         if hit is not None and hit[0] is m:
             return hit[1]
         if len(self._deliveries) >= 100_000:
             self._deliveries.clear()
-        event = ev.MessageReceived(m.src, m.message)
+        event = self._received(m.src, m.message)
         self._deliveries[id(m)] = (m, event)
         return event
 
@@ -712,7 +821,7 @@ class Model:
             # canonical key's state interning on their identity fast paths
             if len(self._recovered) >= 100_000:
                 self._recovered.clear()
-            state = self._recovered[what] = recover(i, self.config, what[1])
+            state = self._recovered[what] = _intern(recover(i, self.config, what[1]))
         nodes = list(w.nodes)
         nodes[i] = Node(state, d)
         w2 = w._replace(nodes=tuple(nodes))
@@ -907,11 +1016,19 @@ class Model:
         hit = self._filled.get((id(msg), id(log)))
         if hit is not None and hit[0] is msg and hit[1] is log and hit[3].src == src:
             return hit[2], hit[3]
+        # logs are fresh tuples after every append: then by the records sent (hashed in C)
         recs = log[msg.fetch_offset:msg.end_offset]
-        batches = tuple(BatchInfo(msg.fetch_offset + k, msg.fetch_offset + k, r[1])
-                        for k, r in enumerate(recs))
-        filled = dataclasses.replace(msg, batches=batches, records=recs)
-        event = ev.MessageReceived(src, filled)
+        same = self._filled_by_records.get((id(msg), recs))
+        if same is not None and same[0] is msg and same[2].src == src:
+            filled, event = same[1], same[2]
+        else:
+            batches = tuple(BatchInfo(msg.fetch_offset + k, msg.fetch_offset + k, r[1])
+                            for k, r in enumerate(recs))
+            filled = dataclasses.replace(msg, batches=batches, records=recs)
+            event = ev.MessageReceived(src, filled)
+            if len(self._filled_by_records) >= 100_000:
+                self._filled_by_records.clear()
+            self._filled_by_records[(id(msg), recs)] = (msg, filled, event)
         if len(self._filled) >= 100_000:
             self._filled.clear()
         self._filled[(id(msg), id(log))] = (msg, log, filled, event)
@@ -944,6 +1061,9 @@ class Model:
             return ev.IsrChanged(self._snapshot(zk))
         return ev.SessionExpired()
 
+    def _controller_changed(self, controller: int) -> ev.ControllerChanged:
+        return self._shared(("controller", controller), lambda: ev.ControllerChanged(controller))
+
     def _notify_all(self, bld: _Builder, event: ev.Event,
                     queue: deque[tuple[int, ev.Event]]) -> None:
         if self.bounds.zk_watches == "sync" and event == ev.ControllerChanged(NO_LEADER):
@@ -956,7 +1076,9 @@ class Model:
     def _notify_controller(self, bld: _Builder, queue: deque[tuple[int, ev.Event]]) -> None:
         c = bld.zk.controller
         if c != NO_LEADER:
-            self._notify(bld, c, ev.BrokersChanged(bld.zk.registered), queue)
+            registered = bld.zk.registered
+            self._notify(bld, c, self._shared(("brokers", registered),
+                                              lambda: ev.BrokersChanged(registered)), queue)
 
     def _snapshot(self, zk: Zk) -> tuple[ev.PartitionSnapshot, ...]:
         return (ev.PartitionSnapshot(TP, zk.assignment, zk.partition),)
@@ -965,7 +1087,9 @@ class Model:
                                queue: deque[tuple[int, ev.Event]]) -> None:
         c = bld.zk.controller
         if c != NO_LEADER:
-            self._notify(bld, c, ev.IsrChanged(self._snapshot(bld.zk)), queue)
+            zk = bld.zk
+            self._notify(bld, c, self._shared(("isr", zk.assignment, zk.partition),
+                                              lambda: ev.IsrChanged(self._snapshot(zk))), queue)
 
     def _zk_register(self, bld: _Builder, b: int, queue: deque[tuple[int, ev.Event]]) -> None:
         zk = bld.zk
@@ -974,8 +1098,9 @@ class Model:
         registered = tuple(sorted((*zk.registered, LiveBroker(b, counts[b])),
                                   key=lambda lb: lb.broker_id))
         bld.zk = zk._replace(registered=registered, registrations=tuple(counts))
-        queue.append((b, ev.BrokerRegistered(counts[b])))
-        self._notify(bld, b, ev.ControllerChanged(bld.zk.controller), queue)
+        n = counts[b]
+        queue.append((b, self._shared(("registered", n), lambda: ev.BrokerRegistered(n))))
+        self._notify(bld, b, self._controller_changed(bld.zk.controller), queue)
         self._notify_controller(bld, queue)
 
     def _zk_elect(self, bld: _Builder, b: int, queue: deque[tuple[int, ev.Event]]) -> None:
@@ -991,7 +1116,7 @@ class Model:
                                                self._snapshot(zk))))
         for i in range(len(bld.states)):
             if i != b and any(lb.broker_id == i for lb in zk.registered):
-                self._notify(bld, i, ev.ControllerChanged(b), queue)
+                self._notify(bld, i, self._controller_changed(b), queue)
 
     def _zk_write(self, bld: _Builder, i: int, e: fx.ZkWritePartitionState,
                   queue: deque[tuple[int, ev.Event]]) -> None:
@@ -1005,8 +1130,16 @@ class Model:
         if ok:
             bld.zk = _set1(zk, _ZK_PARTITION, e.proposed)
             self._observe_shutdown_write(bld, i, e)
-        queue.append((i, ev.PartitionStateWritten(e.tp, e.proposed, e.by_controller, ok, fenced,
-                                                  current)))
+        queue.append((i, self._written(e, ok, fenced, current)))
+
+    def _written(self, e: fx.ZkWritePartitionState, ok: bool, fenced: bool,
+                 current: LeaderIsr | None) -> ev.PartitionStateWritten:
+        """ZooKeeper's answer to a partition write (its fields are named tuples and flags,
+        hashed in C)."""
+        tp, proposed, by_controller = e.tp, e.proposed, e.by_controller
+        return self._shared(("written", tp, proposed, by_controller, ok, fenced, current),
+                            lambda: ev.PartitionStateWritten(tp, proposed, by_controller, ok,
+                                                             fenced, current))
 
     # ----------------------------------------------------------------------------------
     # ghosts

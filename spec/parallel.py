@@ -22,6 +22,12 @@ depends on PYTHONHASHSEED, the set of orbits does not.
 Balance: the first levels run in the coordinator until the level is wide enough; then the
 level is dealt round-robin to the workers. A survivor stays with the worker that found it,
 so each worker's share of the next level follows its share of this one.
+
+Transfers: what crosses the pipes is the candidates (small tuples with a 128-bit key and an
+action label whose strings pickle once per message) and the survivors' positions. At the
+issue's bounds the coordinator used 0.7 CPU-s of the run's 95.7 (2026-11-26), pickling and
+merging included: compressing them or sending deltas would not pay; the workers' expansion
+is the cost.
 """
 
 from __future__ import annotations
@@ -72,6 +78,8 @@ class _Expander:
             succs = self.model.successors(w)
             counts.append(len(succs))
             for j, (action, nxt) in enumerate(succs):
+                if nxt is w:  # an action that changed nothing: w's own key, met before
+                    continue
                 nk = key(nxt)
                 if nk in seen:
                     continue
