@@ -75,6 +75,11 @@ def load() -> str:
     return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+
+def _verdict(met: bool) -> str:
+    """Said in words: a ratio rounded to 1.00 can still be below the aim (7,985 of 8,000)."""
+    return "meets" if met else "MISSES"
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--full", action="store_true", help="exhaust 3 brokers, 2 records, "
@@ -123,21 +128,24 @@ def main() -> None:
     print("The baseline explores a 5-variable abstraction; hiwater runs the real core "
           "(replica and controller machines, ZooKeeper, crashes) for every transition.")
 
-    print("aims (issue #12; a ratio >= 1.00 meets the aim):")
+    print("aims (issue #12; a ratio >= 1 meets the aim, as measured in this run):")
     for run in runs:
         if run.symmetry:
             # what the run would do with a core per process (its CPU-seconds spread evenly)
             idle = run.states / (run.cpu / run.workers)
             print(f"  >= {AIM_RATE:,.0f} states/s with symmetry, {run.name}: "
-                  f"{run.rate:,.0f} states/s = {run.rate / AIM_RATE:.2f}x the aim "
-                  f"(with a core per process: {idle:,.0f} states/s = {idle / AIM_RATE:.2f}x)")
+                  f"{run.rate:,.0f} states/s = {run.rate / AIM_RATE:.3f}x the aim: "
+                  f"{_verdict(run.rate >= AIM_RATE)} (with a core per process: {idle:,.0f} "
+                  f"states/s = {idle / AIM_RATE:.2f}x)")
     issue = [r for r in runs if r.bounds == ISSUE_BOUNDS]
     if issue:
         r = issue[0]
         verdict = "exhausted" if r.exhausted else "NOT exhausted"
         print(f"  issue bounds in <= {AIM_ISSUE_BOUNDS_S:.0f} s on 2 cores ({r.workers} "
               f"process(es) on {os.cpu_count()} cores, {verdict}): {r.seconds:.1f} s = "
-              f"{AIM_ISSUE_BOUNDS_S / r.seconds:.2f}x the aim; its CPU-s over 2 cores would "
+              f"{AIM_ISSUE_BOUNDS_S / r.seconds:.3f}x the aim: "
+              f"{_verdict(r.exhausted and r.seconds <= AIM_ISSUE_BOUNDS_S)}; its CPU-s over 2 "
+              f"cores would "
               f"take {r.cpu / 2:.1f} s ({2 * AIM_ISSUE_BOUNDS_S / r.cpu:.2f}x)")
     else:
         print("  issue bounds in <= 60 s: not run (--full)")
