@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
+from core.events import ControllerChanged
 from core.messages import FetchRequest, LeaderAndIsrRequest
 from core.types import PartitionInfo
 from harness.history import Op
 from harness.sim.cli import sim_command
-from harness.sim.cluster import Cluster
+from harness.sim.cluster import ZK, Cluster
 from harness.sim.diskfaults import names_in_sync
 from harness.sim.run import (
     FAULTS,
@@ -535,3 +536,56 @@ def test_no_flip_while_a_released_hold_still_delivers_seed_345482() -> None:
              and isinstance(op.value, dict) and op.value["node"] == 2]
     assert len(flips) == 2 and flips[1].value["file"].endswith(".log")
     assert flips[1].time_ns > 19_805_187_000  # after the held requests all went in
+
+
+def test_zookeeper_holds_what_reaches_a_cut_broker_until_the_heal_or_drops_it_on_expiry(
+) -> None:
+    """Nothing ZooKeeper sends crosses a cut link: a watch notification for a broker cut
+    from ZooKeeper is held (and on its way, for the flip's precondition) until the broker
+    reconnects with its session alive, then arrives in order; if the session expires
+    meanwhile it is dropped, and the broker hears the expiry first."""
+    c, _, _ = build(SimOptions(seed=1))
+    c.net = dataclasses.replace(c.net, loss=0.0, duplicate=0.0)
+    c.trace = []
+    for br in c.brokers:
+        br.start()
+    while c.sched.run_one(2_000_000):
+        pass
+    b = next(x for x in range(c.n) if x != c.zk.controller)
+
+    def heard(since: int) -> list[str]:
+        assert c.trace is not None
+        return [line.split(" ", 2)[2] for line in c.trace[since:]
+                if line.split(" ", 2)[1] == str(b)]
+
+    def held_on_its_way() -> bool:
+        return any(src == ZK and any(isinstance(e, ControllerChanged) for e in what)
+                   for src, what in c.on_its_way() if isinstance(what, tuple))
+
+    def run_for(us: int) -> None:
+        end = c.sched.now_us + us
+        while c.sched.run_one(end):
+            pass
+
+    cut = {(b, ZK), (ZK, b)}
+    for expires in (False, True):
+        assert c.trace is not None
+        start = len(c.trace)
+        c.down |= cut
+        c.zk.delete_controller()  # every broker's watch on /controller fires
+        run_for(500_000)  # well within the session timeout
+        assert not any("ControllerChanged" in e for e in heard(start))
+        assert c.zk_held[b] and held_on_its_way()
+        if expires:
+            c.zk.expire_broker(b)
+            assert not c.zk_held[b] and not held_on_its_way()
+        c.down -= cut
+        run_for(1_000_000)  # the next tick finds it reachable
+        zk_events = [e for e in heard(start) if e.startswith(("ControllerChanged",
+                                                              "SessionExpired"))]
+        if expires:
+            assert zk_events[0] == "SessionExpired()"
+            assert "ControllerChanged(controller_id=-1)" not in zk_events
+        else:
+            assert zk_events[0] == "ControllerChanged(controller_id=-1)"
+        assert not c.zk_held[b] and not held_on_its_way()
