@@ -177,7 +177,8 @@ def test_seeds_that_draw_no_new_fault_run_as_before() -> None:
 
 # (switch, the first failing seed of `hiwater sim --swarm 250 --seed 0.. --bug NAME --time 10`
 #  with the default menu, what tells it): each also passes with the switch off (the fixed
-#  protocol). Measured again once `slow-control` and `bounce-controller` joined the menu.
+#  protocol). Measured again once `slow-control` and `bounce-controller` joined the menu, and
+#  once ZooKeeper's events stopped crossing a cut link (the same seeds).
 FOUND_BY_SWARM = [
     ("unfenced-truncation", 5, "strong_isr"),
     ("hw-over-committed-isr", 29, "strong_isr"),
