@@ -247,9 +247,10 @@ class Cluster:
         self.zk_queue_until = [0] * nodes  # FIFO delivery of ZooKeeper events per broker
         self.zk_inflight = [0] * nodes
         # ZooKeeper events that reached a broker cut from ZooKeeper, per broker, in order:
-        # (incarnation, session id, the events), held until it reconnects (`zk_reconnected`)
-        # or its session expires (`zk_session_over`); see `zk_deliver`, `on_its_way`
-        self.zk_held: list[list[tuple[int, int, tuple[ev.Event, ...]]]] = [
+        # (incarnation, session id, the events, the operation they answer or None), held
+        # until it reconnects (`zk_reconnected`) or its session expires (`zk_session_over`);
+        # see `zk_deliver`, `on_its_way`
+        self.zk_held: list[list[tuple[int, int, tuple[ev.Event, ...], fx.Effect | None]]] = [
             [] for _ in range(nodes)]
         # Messages a timing fault holds back from a broker's process: (broker, incarnation,
         # the held MessageReceived events, emptied as they go in); see `on_its_way`
@@ -445,7 +446,7 @@ class Cluster:
             for e in held:
                 yield e.src, e.message
         for b, zk_held in enumerate(self.zk_held):  # ZooKeeper's events for a cut broker
-            for inc, _, events in zk_held:
+            for inc, _, events, _ in zk_held:
                 if self.alive(b, inc):
                     yield ZK, events
 
@@ -532,10 +533,11 @@ class Cluster:
         return not (self.link_up(broker, ZK) and self.link_up(ZK, broker))
 
     def zk_deliver(self, broker: int, incarnation: int, events: tuple[ev.Event, ...],
-                   local: bool = False) -> None:
+                   local: bool = False, answers: fx.Effect | None = None) -> None:
         """ZooKeeper's events reach the broker after its latency, in order. One that finds
         the link cut (or others held before it) is held for the session it was sent in,
-        unless `local`: the broker's own driver reports it (an operation that timed out)."""
+        unless `local`: the broker's own driver reports it (an operation that timed out).
+        `answers`: the operation these events answer, if any."""
         t = max(self.sched.now_us + self.zk_latency_us(), self.zk_queue_until[broker])
         self.zk_queue_until[broker] = t
         self.zk_inflight[broker] += 1
@@ -547,8 +549,10 @@ class Cluster:
             if not local and self.alive(broker, incarnation) and (
                     self.zk_cut(broker) or self.zk_held[broker]):
                 if self.zk.live_sid(broker, incarnation) == sid:
-                    self.zk_held[broker].append((incarnation, sid, events))
-                return  # (else the session it was sent in is over: it never crosses)
+                    self.zk_held[broker].append((incarnation, sid, events, answers))
+                elif answers is not None:  # the session it was sent in is over
+                    self.zk.unanswered(broker, incarnation, answers)
+                return
             self.run_on(broker, incarnation,
                         Delivery(ZK, events, lambda: self._zk_events(broker, events)))
 
@@ -562,16 +566,21 @@ class Cluster:
             return
         self.zk_held[broker] = []
         self.dirty = True
-        for inc, s, events in held:
+        for inc, s, events, _ in held:
             if inc == incarnation and s == sid:
                 self.run_on(broker, inc, Delivery(ZK, events, self._zk_handler(broker, events)))
 
     def zk_session_over(self, broker: int, sid: int) -> None:
-        """The session expired: what was held for it is dropped with its watches."""
+        """The session expired: what was held for it is dropped with its watches; the
+        answers among it never reach the driver, which fails their operations."""
         held = self.zk_held[broker]
-        if held:
-            self.zk_held[broker] = [h for h in held if h[1] != sid]
-            self.dirty = True
+        if not held:
+            return
+        self.zk_held[broker] = [h for h in held if h[1] != sid]
+        self.dirty = True
+        for inc, s, _, answers in held:
+            if s == sid and answers is not None and self.alive(broker, inc):
+                self.zk.unanswered(broker, inc, answers)
 
     def _zk_held_pending(self, b: int) -> bool:
         inc = self.brokers[b].incarnation

@@ -14,7 +14,8 @@ Nothing ZooKeeper sends crosses a cut link: the cluster holds what reaches a cut
 notifications and the answers to its operations) until the client reconnects (the next tick
 that finds it reachable), then delivers it if the session is still alive, as ZooKeeper
 re-fires the watches that triggered meanwhile (setWatches); an expiry drops it, the watches
-die with the session, and the broker re-registers and re-reads on `SessionExpired`.
+die with the session, and the broker re-registers and re-reads on `SessionExpired`; an answer
+to one of its operations dropped so is the driver's failed operation (`unanswered`).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class Host(Protocol):
     def alive(self, broker: int, incarnation: int) -> bool: ...
 
     def zk_deliver(self, broker: int, incarnation: int, events: tuple[ev.Event, ...],
-                   local: bool = False) -> None: ...
+                   local: bool = False, answers: fx.Effect | None = None) -> None: ...
 
     def zk_reconnected(self, broker: int, incarnation: int, sid: int) -> None: ...
 
@@ -213,8 +214,14 @@ class SimZooKeeper:
                 broker, effect, lambda: self.submit(broker, incarnation, effect)))
             return
         if events:
-            self.host.zk_deliver(broker, incarnation, events)
+            self.host.zk_deliver(broker, incarnation, events, answers=effect)
         self.on_change()
+
+    def unanswered(self, broker: int, incarnation: int, effect: fx.Effect) -> None:
+        """The answer to `effect` could not cross before its session expired: the driver
+        never hears it and treats the operation as one that could not reach ZooKeeper
+        (spec.model's `_expire` likewise rejects a session's pending writes)."""
+        self._unavailable(broker, incarnation, effect)
 
     def _unavailable(self, broker: int, incarnation: int, effect: fx.Effect) -> None:
         """`ZkDriver._on_unavailable`: retry, resign or report the write failed."""

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from core.events import ControllerChanged
+from core.effects import ZkWritePartitionState
+from core.events import ControllerChanged, PartitionStateWritten
 from core.messages import FetchRequest, LeaderAndIsrRequest
 from core.types import PartitionInfo
 from harness.history import Op
@@ -590,3 +591,54 @@ def test_zookeeper_holds_what_reaches_a_cut_broker_until_the_heal_or_drops_it_on
         else:
             assert zk_events[0] == "ControllerChanged(controller_id=-1)"
         assert not c.zk_held[b] and not held_on_its_way()
+
+
+def test_an_answer_to_a_cut_brokers_operation_waits_for_the_heal_or_fails_on_expiry() -> None:
+    """A reply cannot cross a cut link either: ZooKeeper's answer to a broker's write that
+    finds the broker cut off is held until it reconnects; if its session expires first, the
+    driver never hears the answer and fails the write (ok=False, outcome unknown), as
+    spec.model's `_expire` rejects an expired session's pending writes."""
+    c, _, _ = build(SimOptions(seed=1))
+    c.net = dataclasses.replace(c.net, loss=0.0, duplicate=0.0)
+    c.trace = []
+    for br in c.brokers:
+        br.start()
+    while c.sched.run_one(2_000_000):
+        pass
+    p = c.zk.partition
+    assert p is not None
+    b = next(x for x in range(c.n) if x not in (c.zk.controller, p.leader))
+    inc = c.brokers[b].incarnation
+    cut = {(b, ZK), (ZK, b)}
+
+    def written(since: int) -> list[str]:
+        assert c.trace is not None
+        return [line for line in c.trace[since:]
+                if line.split(" ", 2)[1] == str(b) and "PartitionStateWritten" in line]
+
+    def run_for(us: int) -> None:
+        end = c.sched.now_us + us
+        while c.sched.run_one(end):
+            pass
+
+    for expires in (False, True):
+        assert c.trace is not None
+        start = len(c.trace)
+        # a write ZooKeeper refuses (a stale version): it changes no znode, only answers
+        c.zk.submit(b, inc, ZkWritePartitionState(TP, p, 10**6, None, False))
+        while not c.zk_inflight[b]:  # carried out, the answer on its way
+            assert c.sched.run_one(c.sched.now_us + 1_000_000)
+        c.down |= cut
+        run_for(500_000)
+        assert not written(start) and c.zk_held[b]
+        if expires:
+            c.zk.expire_broker(b)
+            assert not c.zk_held[b]
+            run_for(500_000)  # the driver's own report crosses no link
+            assert [line.split(" ", 2)[2] for line in written(start)] == [
+                f"{PartitionStateWritten(TP, p, False, False, False, None)!r}"]
+        c.down -= cut
+        run_for(1_000_000)
+        got = written(start)
+        assert len(got) == 1 and ("current=None" in got[0]) == expires
+        assert not c.zk_held[b]
