@@ -642,3 +642,26 @@ def test_an_answer_to_a_cut_brokers_operation_waits_for_the_heal_or_fails_on_exp
         got = written(start)
         assert len(got) == 1 and ("current=None" in got[0]) == expires
         assert not c.zk_held[b]
+
+
+@pytest.mark.xfail(strict=True, reason="core bug: a leader's ISR expansion whose outcome is "
+                   "unknown (ok=False, current=None) is taken as not applied")
+def test_an_isr_expansion_of_unknown_outcome_still_bounds_the_hw_seed_385633() -> None:
+    """Seed 385633 (queue; kill, lossy-kill, partition, pause, expire, move-leader, bitflip,
+    slow-zk at 20 ms; session timeout 2 s), found once ZooKeeper's answers stopped crossing a
+    cut link. Leader 0 (epoch 5, ISR (0, 2), also the controller) wrote the expansion to ISR
+    (0, 1, 2) when follower 1 caught up at offset 11; ZooKeeper applied it (zk_version 9), and
+    its answer reached the link at 8.821 s, after every broker was cut from ZooKeeper at
+    8.858 s. Broker 1 was paused at 8.981 s with 11 records. Broker 0's session expired at
+    11.0 s with the answer never delivered, so its driver failed the write with its outcome
+    unknown (PartitionStateWritten ok=False, current=None, as `ZkDriver._on_unavailable`
+    does after the operation deadline; the live `_BoundedClient` says a timed-out request
+    may still be applied). `core.replica.on_isr_written` takes every failure as "someone
+    else changed the partition": it drops the pending ISR and its HW goes back to ISR (0, 2)
+    while ZooKeeper says (0, 1, 2), and it exposed HW 12 with ISR member 1 holding 11 records
+    (strong_isr): electing 1 from ZooKeeper's ISR would lose an acknowledged record. An
+    expansion of unknown outcome must keep bounding the HW by the maximal ISR (KIP-497) until
+    the leader learns what ZooKeeper holds. When the core is fixed this passes: drop the
+    xfail."""
+    r = run_seed(SimOptions(seed=385633))
+    assert r.ok, r.failure
