@@ -194,6 +194,7 @@ class Broker:
         self.deferred = []
         self.c.dirty = True
         self.incarnation += 1  # every callback of the old process is void
+        self.c.zk_held[self.id] = []  # (what was held for it dies with it)
         self.fs.crash(lose_unsynced=lossy, torn=torn)
         self.logs = None
         # Recover now (what the restart will find), so the projected disk is the real one.
@@ -245,6 +246,12 @@ class Cluster:
         self.brokers = [Broker(self, b, self.rng.randrange(1 << 30)) for b in range(nodes)]
         self.zk_queue_until = [0] * nodes  # FIFO delivery of ZooKeeper events per broker
         self.zk_inflight = [0] * nodes
+        # ZooKeeper events that reached a broker cut from ZooKeeper, per broker, in order:
+        # (incarnation, session id, the events, the operation they answer or None), held
+        # until it reconnects (`zk_reconnected`) or its session expires (`zk_session_over`);
+        # see `zk_deliver`, `on_its_way`
+        self.zk_held: list[list[tuple[int, int, tuple[ev.Event, ...], fx.Effect | None]]] = [
+            [] for _ in range(nodes)]
         # Messages a timing fault holds back from a broker's process: (broker, incarnation,
         # the held MessageReceived events, emptied as they go in); see `on_its_way`
         self.withheld: list[tuple[int, int, list[ev.MessageReceived]]] = []
@@ -423,8 +430,9 @@ class Cluster:
         wire or resent across a cut link (a dead sender's too: the bytes were sent before it
         died), in a paused broker's backlog or held back by a timing fault; ZooKeeper
         operations queued (behind the submitter's earlier ones, or slowed) and ZooKeeper's
-        notifications on their way. One scan of the scheduler, the backlogs and the holds,
-        so a new path that carries something is covered by making it a `Delivery`."""
+        notifications and answers on their way or held for a broker cut from it. One scan
+        of the scheduler, the backlogs and the holds, so a new path that carries something
+        is covered by making it a `Delivery`."""
         for fn in self.sched.queued():
             if isinstance(fn, Delivery):
                 yield fn.src, fn.payload
@@ -437,6 +445,10 @@ class Cluster:
         for _, _, held in live:
             for e in held:
                 yield e.src, e.message
+        for b, zk_held in enumerate(self.zk_held):  # ZooKeeper's events for a cut broker
+            for inc, _, events, _ in zk_held:
+                if self.alive(b, inc):
+                    yield ZK, events
 
     def _deliver(self, dst: int, src: int, msg: Message) -> None:
         node = self.brokers[dst].node
@@ -517,18 +529,65 @@ class Cluster:
     def zk_latency_us(self) -> int:
         return self.net.zk_latency_us + int(self.rng.expovariate(1.0 / self.net.zk_latency_us))
 
-    def zk_deliver(self, broker: int, incarnation: int, events: tuple[ev.Event, ...]) -> None:
+    def zk_cut(self, broker: int) -> bool:
+        return not (self.link_up(broker, ZK) and self.link_up(ZK, broker))
+
+    def zk_deliver(self, broker: int, incarnation: int, events: tuple[ev.Event, ...],
+                   local: bool = False, answers: fx.Effect | None = None) -> None:
+        """ZooKeeper's events reach the broker after its latency, in order. One that finds
+        the link cut (or others held before it) is held for the session it was sent in,
+        unless `local`: the broker's own driver reports it (an operation that timed out).
+        `answers`: the operation these events answer, if any."""
         t = max(self.sched.now_us + self.zk_latency_us(), self.zk_queue_until[broker])
         self.zk_queue_until[broker] = t
         self.zk_inflight[broker] += 1
+        sid = self.zk.current.get(broker, -1)
 
         def arrive() -> None:
             self.zk_inflight[broker] -= 1
             self.dirty = True  # the broker's "notifications pending" changed
+            if not local and self.alive(broker, incarnation) and (
+                    self.zk_cut(broker) or self.zk_held[broker]):
+                if self.zk.live_sid(broker, incarnation) == sid:
+                    self.zk_held[broker].append((incarnation, sid, events, answers))
+                elif answers is not None:  # the session it was sent in is over
+                    self.zk.unanswered(broker, incarnation, answers)
+                return
             self.run_on(broker, incarnation,
                         Delivery(ZK, events, lambda: self._zk_events(broker, events)))
 
         self.sched.at(t, Delivery(ZK, events, arrive))
+
+    def zk_reconnected(self, broker: int, incarnation: int, sid: int) -> None:
+        """The broker reached ZooKeeper again with its session alive: what was held for it
+        arrives now, in order (ZooKeeper re-fires the watches that triggered meanwhile)."""
+        held = self.zk_held[broker]
+        if not held:
+            return
+        self.zk_held[broker] = []
+        self.dirty = True
+        for inc, s, events, _ in held:
+            if inc == incarnation and s == sid:
+                self.run_on(broker, inc, Delivery(ZK, events, self._zk_handler(broker, events)))
+
+    def zk_session_over(self, broker: int, sid: int) -> None:
+        """The session expired: what was held for it is dropped with its watches; the
+        answers among it never reach the driver, which fails their operations."""
+        held = self.zk_held[broker]
+        if not held:
+            return
+        self.zk_held[broker] = [h for h in held if h[1] != sid]
+        self.dirty = True
+        for inc, s, _, answers in held:
+            if s == sid and answers is not None and self.alive(broker, inc):
+                self.zk.unanswered(broker, inc, answers)
+
+    def _zk_held_pending(self, b: int) -> bool:
+        inc = self.brokers[b].incarnation
+        return any(h[0] == inc for h in self.zk_held[b])
+
+    def _zk_handler(self, b: int, events: tuple[ev.Event, ...]) -> Callable[[], None]:
+        return lambda: self._zk_events(b, events)
 
     def _zk_events(self, b: int, events: tuple[ev.Event, ...]) -> None:
         node = self.brokers[b].node
@@ -585,7 +644,8 @@ class Cluster:
                 br.disk = Disk(br.mirror_t)
                 br.mirror_dirty = False
             st = br.node.state if br.node is not None else None
-            pending = bool(zk_inflight[i] or br.deferred or isr_unseen_ctl == i)
+            pending = bool(zk_inflight[i] or br.deferred or isr_unseen_ctl == i
+                           or (self.zk_held[i] and self._zk_held_pending(i)))
             old = nodes[i]
             if (old is not None and old.state is st and old.disk.records is br.mirror_t
                     and bool(old.inbox) == pending):

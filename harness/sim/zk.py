@@ -10,6 +10,12 @@ finds our id held by an older session of ours is retried until that session expi
 A session stays alive while its broker can reach ZooKeeper; one that cannot for
 `session_timeout_ms` expires: its ephemeral znodes go and the watchers hear. The broker hears
 `SessionExpired` once it reaches ZooKeeper again, and carries on under a new session (kazoo).
+Nothing ZooKeeper sends crosses a cut link: the cluster holds what reaches a cut broker (watch
+notifications and the answers to its operations) until the client reconnects (the next tick
+that finds it reachable), then delivers it if the session is still alive, as ZooKeeper
+re-fires the watches that triggered meanwhile (setWatches); an expiry drops it, the watches
+die with the session, and the broker re-registers and re-reads on `SessionExpired`; an answer
+to one of its operations dropped so is the driver's failed operation (`unanswered`).
 """
 
 from __future__ import annotations
@@ -36,7 +42,12 @@ class Host(Protocol):
 
     def alive(self, broker: int, incarnation: int) -> bool: ...
 
-    def zk_deliver(self, broker: int, incarnation: int, events: tuple[ev.Event, ...]) -> None: ...
+    def zk_deliver(self, broker: int, incarnation: int, events: tuple[ev.Event, ...],
+                   local: bool = False, answers: fx.Effect | None = None) -> None: ...
+
+    def zk_reconnected(self, broker: int, incarnation: int, sid: int) -> None: ...
+
+    def zk_session_over(self, broker: int, sid: int) -> None: ...
 
     def zk_latency_us(self) -> int: ...
 
@@ -95,6 +106,8 @@ class SimZooKeeper:
                 s.last_contact_us = now
                 if s.expired and not s.told and self.current.get(s.broker) == sid:
                     self._tell_expired(s)
+                elif not s.expired:
+                    self.host.zk_reconnected(s.broker, s.incarnation, sid)
             elif not s.expired and now - s.last_contact_us > self.session_timeout_us:
                 self.expire(sid)
         # forget sessions that are over and told (or whose broker moved on)
@@ -111,6 +124,7 @@ class SimZooKeeper:
         s.expired = True
         self.expiries += 1
         b = s.broker
+        self.host.zk_session_over(b, sid)  # what was held for it will never cross
         if self.registered.get(b, (None,))[0] == sid:
             del self.registered[b]
             self._brokers_changed()
@@ -139,6 +153,11 @@ class SimZooKeeper:
         s.told = True
         self.connect(s.broker, s.incarnation)
         self.host.zk_deliver(s.broker, s.incarnation, (ev.SessionExpired(),))
+
+    def live_sid(self, broker: int, incarnation: int) -> int:
+        """The id of the broker's live session in this incarnation, or -1."""
+        s = self._live_session(broker, incarnation)
+        return s.sid if s is not None else -1
 
     def _live_session(self, broker: int, incarnation: int) -> Session | None:
         sid = self.current.get(broker)
@@ -195,8 +214,14 @@ class SimZooKeeper:
                 broker, effect, lambda: self.submit(broker, incarnation, effect)))
             return
         if events:
-            self.host.zk_deliver(broker, incarnation, events)
+            self.host.zk_deliver(broker, incarnation, events, answers=effect)
         self.on_change()
+
+    def unanswered(self, broker: int, incarnation: int, effect: fx.Effect) -> None:
+        """The answer to `effect` could not cross before its session expired: the driver
+        never hears it and treats the operation as one that could not reach ZooKeeper
+        (spec.model's `_expire` likewise rejects a session's pending writes)."""
+        self._unavailable(broker, incarnation, effect)
 
     def _unavailable(self, broker: int, incarnation: int, effect: fx.Effect) -> None:
         """`ZkDriver._on_unavailable`: retry, resign or report the write failed."""
@@ -207,12 +232,15 @@ class SimZooKeeper:
                   | fx.ZkDeleteTopic() | fx.ZkResignController()):
                 self.sched.after_us(RETRY_BACKOFF_MS * US_PER_MS, Delivery(
                     broker, effect, lambda: self.submit(broker, incarnation, effect)))
+            # (the broker's own driver reports these: they cross no link)
             case fx.ZkWritePartitionState(by_controller=True):
                 self.host.zk_deliver(broker, incarnation, (ev.PartitionStateWritten(
-                    effect.tp, effect.proposed, True, ok=False, fenced=True, current=None),))
+                    effect.tp, effect.proposed, True, ok=False, fenced=True, current=None),),
+                    local=True)
             case fx.ZkWritePartitionState():
                 self.host.zk_deliver(broker, incarnation, (ev.PartitionStateWritten(
-                    effect.tp, effect.proposed, False, ok=False, fenced=False, current=None),))
+                    effect.tp, effect.proposed, False, ok=False, fenced=False, current=None),),
+                    local=True)
             case _:
                 pass
 
