@@ -665,3 +665,16 @@ def test_an_isr_expansion_of_unknown_outcome_still_bounds_the_hw_seed_385633() -
     xfail."""
     r = run_seed(SimOptions(seed=385633))
     assert r.ok, r.failure
+
+
+@pytest.mark.xfail(strict=True, reason="core bug: a leader's ISR expansion whose outcome is "
+                   "unknown (ok=False, current=None) is taken as not applied (as 385633)")
+def test_an_isr_expansion_of_unknown_outcome_still_bounds_the_hw_seed_397166() -> None:
+    """Seed 397166 (queue; kill, partition, zk-isolate, expire, move-leader, torn-crash,
+    bounce-leader, slow-zk, slow-control; session timeout 2 s), the same swarm as 385633 and
+    the same class: at 10.64 s leader 0 (epoch 2, ISR (0, 2)) hears that its expansion to
+    (0, 1, 2) failed with its outcome unknown (PartitionStateWritten by_controller=False,
+    ok=False, current=None), drops the pending ISR, and its HW passes ISR member 1's log end
+    (strong_isr: HW 66, member 1 two records short). Drop the xfail with 385633's."""
+    r = run_seed(SimOptions(seed=397166))
+    assert r.ok, r.failure
