@@ -540,12 +540,9 @@ def test_no_flip_while_a_released_hold_still_delivers_seed_345482() -> None:
     assert flips[1].time_ns > 19_805_187_000  # after the held requests all went in
 
 
-def test_zookeeper_holds_what_reaches_a_cut_broker_until_the_heal_or_drops_it_on_expiry(
-) -> None:
-    """Nothing ZooKeeper sends crosses a cut link: a watch notification for a broker cut
-    from ZooKeeper is held (and on its way, for the flip's precondition) until the broker
-    reconnects with its session alive, then arrives in order; if the session expires
-    meanwhile it is dropped, and the broker hears the expiry first."""
+def _settled_cluster() -> Cluster:
+    """Seed 1's cluster on a lossless network, traced, started and settled (2 s): what the
+    ZooKeeper-hold tests below cut and heal by hand."""
     c, _, _ = build(SimOptions(seed=1))
     c.net = dataclasses.replace(c.net, loss=0.0, duplicate=0.0)
     c.trace = []
@@ -553,6 +550,22 @@ def test_zookeeper_holds_what_reaches_a_cut_broker_until_the_heal_or_drops_it_on
         br.start()
     while c.sched.run_one(2_000_000):
         pass
+    return c
+
+
+def _run_for(c: Cluster, us: int) -> None:
+    end = c.sched.now_us + us
+    while c.sched.run_one(end):
+        pass
+
+
+def test_zookeeper_holds_what_reaches_a_cut_broker_until_the_heal_or_drops_it_on_expiry(
+) -> None:
+    """Nothing ZooKeeper sends crosses a cut link: a watch notification for a broker cut
+    from ZooKeeper is held (and on its way, for the flip's precondition) until the broker
+    reconnects with its session alive, then arrives in order; if the session expires
+    meanwhile it is dropped, and the broker hears the expiry first."""
+    c = _settled_cluster()
     b = next(x for x in range(c.n) if x != c.zk.controller)
 
     def heard(since: int) -> list[str]:
@@ -564,25 +577,20 @@ def test_zookeeper_holds_what_reaches_a_cut_broker_until_the_heal_or_drops_it_on
         return any(src == ZK and any(isinstance(e, ControllerChanged) for e in what)
                    for src, what in c.on_its_way() if isinstance(what, tuple))
 
-    def run_for(us: int) -> None:
-        end = c.sched.now_us + us
-        while c.sched.run_one(end):
-            pass
-
     cut = {(b, ZK), (ZK, b)}
     for expires in (False, True):
         assert c.trace is not None
         start = len(c.trace)
         c.down |= cut
         c.zk.delete_controller()  # every broker's watch on /controller fires
-        run_for(500_000)  # well within the session timeout
+        _run_for(c, 500_000)  # well within the session timeout
         assert not any("ControllerChanged" in e for e in heard(start))
         assert c.zk_held[b] and held_on_its_way()
         if expires:
             c.zk.expire_broker(b)
             assert not c.zk_held[b] and not held_on_its_way()
         c.down -= cut
-        run_for(1_000_000)  # the next tick finds it reachable
+        _run_for(c, 1_000_000)  # the next tick finds it reachable
         zk_events = [e for e in heard(start) if e.startswith(("ControllerChanged",
                                                               "SessionExpired"))]
         if expires:
@@ -598,13 +606,7 @@ def test_an_answer_to_a_cut_brokers_operation_waits_for_the_heal_or_fails_on_exp
     finds the broker cut off is held until it reconnects; if its session expires first, the
     driver never hears the answer and fails the write (ok=False, outcome unknown), as
     spec.model's `_expire` rejects an expired session's pending writes."""
-    c, _, _ = build(SimOptions(seed=1))
-    c.net = dataclasses.replace(c.net, loss=0.0, duplicate=0.0)
-    c.trace = []
-    for br in c.brokers:
-        br.start()
-    while c.sched.run_one(2_000_000):
-        pass
+    c = _settled_cluster()
     p = c.zk.partition
     assert p is not None
     b = next(x for x in range(c.n) if x not in (c.zk.controller, p.leader))
@@ -616,11 +618,6 @@ def test_an_answer_to_a_cut_brokers_operation_waits_for_the_heal_or_fails_on_exp
         return [line for line in c.trace[since:]
                 if line.split(" ", 2)[1] == str(b) and "PartitionStateWritten" in line]
 
-    def run_for(us: int) -> None:
-        end = c.sched.now_us + us
-        while c.sched.run_one(end):
-            pass
-
     for expires in (False, True):
         assert c.trace is not None
         start = len(c.trace)
@@ -629,16 +626,16 @@ def test_an_answer_to_a_cut_brokers_operation_waits_for_the_heal_or_fails_on_exp
         while not c.zk_inflight[b]:  # carried out, the answer on its way
             assert c.sched.run_one(c.sched.now_us + 1_000_000)
         c.down |= cut
-        run_for(500_000)
+        _run_for(c, 500_000)
         assert not written(start) and c.zk_held[b]
         if expires:
             c.zk.expire_broker(b)
             assert not c.zk_held[b]
-            run_for(500_000)  # the driver's own report crosses no link
+            _run_for(c, 500_000)  # the driver's own report crosses no link
             assert [line.split(" ", 2)[2] for line in written(start)] == [
                 f"{PartitionStateWritten(TP, p, False, False, False, None)!r}"]
         c.down -= cut
-        run_for(1_000_000)
+        _run_for(c, 1_000_000)
         got = written(start)
         assert len(got) == 1 and ("current=None" in got[0]) == expires
         assert not c.zk_held[b]
