@@ -84,7 +84,9 @@ class IsrChanged:
 
 @dataclass(frozen=True, slots=True)
 class PartitionStateWritten:
-    """Completion of `ZkWritePartitionState`. On failure `current` is what ZooKeeper holds."""
+    """Completion of `ZkWritePartitionState`. On a refusal `current` is what ZooKeeper holds
+    (None: no znode). `unknown`: no answer came (the deadline passed or the session expired
+    with the answer lost), so ZooKeeper may or may not have applied the write."""
 
     tp: TopicPartition
     proposed: LeaderIsr
@@ -92,6 +94,7 @@ class PartitionStateWritten:
     ok: bool
     fenced: bool  # the controller-epoch check failed: the writer is a zombie controller
     current: LeaderIsr | None
+    unknown: bool = False
 
 
 @dataclass(frozen=True, slots=True)

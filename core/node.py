@@ -305,7 +305,8 @@ def _on_partition_written(
         r = replica(state, e.tp)
         if r is None:
             return state, []
-        r, out = rep.on_isr_written(r, e.proposed, e.ok, partition_config(state, e.tp))
+        r, out = rep.on_isr_written(r, e.proposed, e.ok, e.current, e.unknown,
+                                     partition_config(state, e.tp))
         return _put(state, r), out
     if state.controller is None:
         return state, []

@@ -532,28 +532,44 @@ def _propose_isr(rs: ReplicaState, new_isr: tuple[int, ...]) -> tuple[ReplicaSta
         controller_epoch=rs.controller_epoch,
         zk_version=rs.zk_version + 1,
     )
-    write = fx.ZkWritePartitionState(
-        tp=rs.tp,
+    return rs._replace(pending_isr=new_isr), [_isr_write(rs.tp, proposed)]
+
+
+def _isr_write(tp: TopicPartition, proposed: LeaderIsr) -> fx.ZkWritePartitionState:
+    """The leader's conditional ISR write: it lands only on the zkVersion `proposed` follows."""
+    return fx.ZkWritePartitionState(
+        tp=tp,
         proposed=proposed,
-        expected_zk_version=rs.zk_version,
+        expected_zk_version=proposed.zk_version - 1,
         controller_epoch_zk_version=None,
         by_controller=False,
     )
-    return rs._replace(pending_isr=new_isr), [write]
 
 
 def on_isr_written(
-    rs: ReplicaState, proposed: LeaderIsr, ok: bool, cfg: ProtocolConfig
+    rs: ReplicaState, proposed: LeaderIsr, ok: bool, current: LeaderIsr | None, unknown: bool,
+    cfg: ProtocolConfig,
 ) -> tuple[ReplicaState, Effects]:
+    """The answer to our conditional ISR write: applied, refused (`current` is what ZooKeeper
+    holds) or `unknown` (no answer came: ZooKeeper may have applied it)."""
     if (
         rs.role != Role.LEADER
         or rs.pending_isr != proposed.isr
         or rs.leader_epoch != proposed.leader_epoch
     ):
         return rs, []
-    if not ok:
+    if not ok and unknown:
+        # Unknown outcome: ZooKeeper may hold the new ISR, and a controller may elect from
+        # it. Keep bounding the HW by the maximal ISR and write again, on the same zkVersion:
+        # the retry lands, or is refused with what ZooKeeper holds, our own write included
+        # (found by harness/sim, seeds 385633 and 397166: dropping the pending ISR here let
+        # the HW pass a member of the ISR ZooKeeper held).
+        return rs, [_isr_write(rs.tp, proposed)]
+    if not ok and current != proposed:
         # Someone (the controller) changed the partition: a LeaderAndIsr will tell us what.
         return rs._replace(pending_isr=None), []
+    # Written, or refused because ZooKeeper already holds exactly our write (an earlier
+    # attempt of unknown outcome landed): Kafka's checkLeaderAndIsrZkData counts it as done.
     rs = rs._replace(isr=proposed.isr, pending_isr=None, zk_version=proposed.zk_version)
     out: Effects = [fx.ZkNotifyIsrChange(rs.tp)]
     return _maybe_advance_hw(rs, out, cfg)

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from broker.runtime.zk import BrokerIdInUse, ZkAdapter, ZkError
+from broker.runtime.zk import BrokerIdInUse, ZkAdapter, ZkError, ZkUnavailable
 from core import effects as fx
 from core import events as ev
 
@@ -159,7 +159,11 @@ class ZkDriver:
                 # Unknown outcome: the controller cannot trust its view any more. Resign, as
                 # a fenced controller does; the next controller reads ZooKeeper afresh.
                 self.deliver(ev.PartitionStateWritten(
-                    effect.tp, effect.proposed, True, ok=False, fenced=True, current=None))
+                    effect.tp, effect.proposed, True, ok=False, fenced=True, current=None,
+                    unknown=True))
             case fx.ZkWritePartitionState():
+                # No answer before the deadline: the write may still have been applied (the
+                # leader writes it again). An adapter closed under us is the broker stopping.
                 self.deliver(ev.PartitionStateWritten(
-                    effect.tp, effect.proposed, False, ok=False, fenced=False, current=None))
+                    effect.tp, effect.proposed, False, ok=False, fenced=False, current=None,
+                    unknown=isinstance(err, ZkUnavailable)))

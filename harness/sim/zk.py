@@ -235,12 +235,12 @@ class SimZooKeeper:
             # (the broker's own driver reports these: they cross no link)
             case fx.ZkWritePartitionState(by_controller=True):
                 self.host.zk_deliver(broker, incarnation, (ev.PartitionStateWritten(
-                    effect.tp, effect.proposed, True, ok=False, fenced=True, current=None),),
-                    local=True)
+                    effect.tp, effect.proposed, True, ok=False, fenced=True, current=None,
+                    unknown=True),), local=True)
             case fx.ZkWritePartitionState():
                 self.host.zk_deliver(broker, incarnation, (ev.PartitionStateWritten(
-                    effect.tp, effect.proposed, False, ok=False, fenced=False, current=None),),
-                    local=True)
+                    effect.tp, effect.proposed, False, ok=False, fenced=False, current=None,
+                    unknown=True),), local=True)
             case _:
                 pass
 

@@ -153,10 +153,12 @@ def test_the_later_kinds_run_as_before_when_the_newest_are_not_offered() -> None
     the menu of before (no newest kinds offered), a seed draws and runs as it did then, so
     seeds pinned with that menu keep their meaning (`bounce-leader` draws nothing more)."""
     # the trace hash of seed 40 on the tree before the newest kinds (after the core fix of
-    # seed 313738, which moved kip-320-first-try's first seed from 22 to 40)
+    # seed 313738, which moved kip-320-first-try's first seed from 22 to 40), renewed when
+    # `PartitionStateWritten` gained its `unknown` field (its trace lines changed; the events,
+    # steps, simulated time and history of this seed did not)
     r = run_seed(SimOptions(seed=40, bug="kip-320-first-try", time_s=10.0, faults=OLDER_MENU))
     assert not r.ok and r.failure is not None and "strong_isr" in r.failure
-    assert r.trace_hash.startswith("ea7b86eacd9066bd")
+    assert r.trace_hash.startswith("9ae3e64ab5971921")
 
 
 def test_seeds_that_draw_no_new_fault_run_as_before() -> None:
@@ -633,16 +635,14 @@ def test_an_answer_to_a_cut_brokers_operation_waits_for_the_heal_or_fails_on_exp
             assert not c.zk_held[b]
             _run_for(c, 500_000)  # the driver's own report crosses no link
             assert [line.split(" ", 2)[2] for line in written(start)] == [
-                f"{PartitionStateWritten(TP, p, False, False, False, None)!r}"]
+                f"{PartitionStateWritten(TP, p, False, False, False, None, unknown=True)!r}"]
         c.down -= cut
         _run_for(c, 1_000_000)
         got = written(start)
-        assert len(got) == 1 and ("current=None" in got[0]) == expires
+        assert len(got) == 1 and ("unknown=True" in got[0]) == expires
         assert not c.zk_held[b]
 
 
-@pytest.mark.xfail(strict=True, reason="core bug: a leader's ISR expansion whose outcome is "
-                   "unknown (ok=False, current=None) is taken as not applied")
 def test_an_isr_expansion_of_unknown_outcome_still_bounds_the_hw_seed_385633() -> None:
     """Seed 385633 (queue; kill, lossy-kill, partition, pause, expire, move-leader, bitflip,
     slow-zk at 20 ms; session timeout 2 s), found once ZooKeeper's answers stopped crossing a
@@ -656,22 +656,20 @@ def test_an_isr_expansion_of_unknown_outcome_still_bounds_the_hw_seed_385633() -
     may still be applied). `core.replica.on_isr_written` takes every failure as "someone
     else changed the partition": it drops the pending ISR and its HW goes back to ISR (0, 2)
     while ZooKeeper says (0, 1, 2), and it exposed HW 12 with ISR member 1 holding 11 records
-    (strong_isr): electing 1 from ZooKeeper's ISR would lose an acknowledged record. An
-    expansion of unknown outcome must keep bounding the HW by the maximal ISR (KIP-497) until
-    the leader learns what ZooKeeper holds. When the core is fixed this passes: drop the
-    xfail."""
+    (strong_isr): electing 1 from ZooKeeper's ISR would lose an acknowledged record. Fixed:
+    an expansion of unknown outcome keeps bounding the HW by the maximal ISR (KIP-497) and is
+    written again until the leader learns what ZooKeeper holds (tests/core/rules,
+    `test_an_isr_write_of_unknown_outcome_keeps_bounding_the_hw_and_is_written_again`)."""
     r = run_seed(SimOptions(seed=385633))
     assert r.ok, r.failure
 
 
-@pytest.mark.xfail(strict=True, reason="core bug: a leader's ISR expansion whose outcome is "
-                   "unknown (ok=False, current=None) is taken as not applied (as 385633)")
 def test_an_isr_expansion_of_unknown_outcome_still_bounds_the_hw_seed_397166() -> None:
     """Seed 397166 (queue; kill, partition, zk-isolate, expire, move-leader, torn-crash,
     bounce-leader, slow-zk, slow-control; session timeout 2 s), the same swarm as 385633 and
     the same class: at 10.64 s leader 0 (epoch 2, ISR (0, 2)) hears that its expansion to
     (0, 1, 2) failed with its outcome unknown (PartitionStateWritten by_controller=False,
     ok=False, current=None), drops the pending ISR, and its HW passes ISR member 1's log end
-    (strong_isr: HW 66, member 1 two records short). Drop the xfail with 385633's."""
+    (strong_isr: HW 66, member 1 two records short). Fixed with 385633."""
     r = run_seed(SimOptions(seed=397166))
     assert r.ok, r.failure

@@ -241,11 +241,44 @@ def test_a_leader_applies_only_the_answer_to_its_own_isr_write() -> None:
     other_isr = write.proposed._replace(isr=(0, 2))
     other_epoch = write.proposed._replace(leader_epoch=1)
     for proposed in (other_isr, other_epoch):
-        assert rep_mod.on_isr_written(r, proposed, True, CFG) == (r, [])
+        assert rep_mod.on_isr_written(r, proposed, True, None, False, CFG) == (r, [])
     follower = r._replace(role=Role.FOLLOWER)
-    assert rep_mod.on_isr_written(follower, write.proposed, True, CFG) == (follower, [])
-    applied, out = rep_mod.on_isr_written(r, write.proposed, True, CFG)
+    answer = rep_mod.on_isr_written(follower, write.proposed, True, None, False, CFG)
+    assert answer == (follower, [])
+    applied, out = rep_mod.on_isr_written(r, write.proposed, True, None, False, CFG)
     assert (applied.isr, applied.pending_isr) == ((0, 1), None)
+    assert fx.ZkNotifyIsrChange(TP) in out
+
+
+def test_an_isr_write_of_unknown_outcome_keeps_bounding_the_hw_and_is_written_again() -> None:
+    """Kafka rule (KIP-497's maximal ISR; `checkLeaderAndIsrZkData` on a retried update): a
+    leader whose ISR write failed with its outcome unknown (no `current`: the session
+    expired or the answer was lost) may find it applied in ZooKeeper, where a controller
+    elects from it. It keeps the pending ISR, so the HW still waits for the member it
+    proposed, and writes again on the same zkVersion; a refusal that shows exactly its own
+    write is the write done, any other refusal drops the pending ISR (the controller moved
+    on). Regression: harness/sim seeds 385633 and 397166 (strong_isr)."""
+    s = leader()  # ISR [0], log end 2
+    s, out = step(s, ev.MessageReceived(1, FetchRequest(1, TP, 2, 2, 0, request_id=5)))
+    (write,) = [e for e in out if isinstance(e, fx.ZkWritePartitionState)]
+    s, _ = step(s, ev.ProduceReceived(7, TP, 1, 3, b"abc"))  # log end 5, member 1 at 2
+    assert (rep(s).pending_isr, rep(s).high_watermark) == ((0, 1), 2)
+
+    unknown = ev.PartitionStateWritten(TP, write.proposed, False, False, False, None, unknown=True)
+    s, out = step(s, unknown)
+    assert (rep(s).isr, rep(s).pending_isr, rep(s).high_watermark) == ((0,), (0, 1), 2)
+    assert out == [write]  # the same conditional write again
+
+    moved_on = write.proposed._replace(leader=1, leader_epoch=3, isr=(1,))
+    for current in (moved_on, None):  # None: the znode is gone (the topic was deleted)
+        dropped, out = step(s, ev.PartitionStateWritten(TP, write.proposed, False, False,
+                                                        False, current))
+        assert (rep(dropped).isr, rep(dropped).pending_isr, out) == ((0,), None, [])
+
+    landed = ev.PartitionStateWritten(TP, write.proposed, False, False, False, write.proposed)
+    s, out = step(s, landed)
+    r = rep(s)
+    assert (r.isr, r.pending_isr, r.zk_version) == ((0, 1), None, write.proposed.zk_version)
     assert fx.ZkNotifyIsrChange(TP) in out
 
 
