@@ -169,6 +169,40 @@ def test_fetched_batches_must_continue_the_followers_log() -> None:
     assert rep(s).log_end_offset == 3
 
 
+def test_a_refused_or_diverging_fetch_answer_ends_the_fetch_in_flight() -> None:
+    """Kafka rule (`AbstractFetcherThread.processFetchRequest`: one fetch in flight per
+    leader, and its answer ends it, whatever it says): after a diverging answer, an
+    out-of-range one, an error or an answer for another offset, the next fetch timer asks
+    the leader again instead of waiting for an answer that will not come."""
+    answers = (
+        FetchResponse(TP, Errors.NONE, 0, 1, 0, 0, end_offset=0, diverging=True),
+        FetchResponse(TP, Errors.OFFSET_OUT_OF_RANGE, 0, 1, 0, 0, end_offset=0),
+        FetchResponse(TP, Errors.NOT_LEADER_OR_FOLLOWER, 0, 1, 0, 0, end_offset=0),
+        FetchResponse(TP, Errors.NONE, 5, 1, 0, 0, end_offset=5),
+    )
+    for resp in answers:
+        s, _ = step(fetching_follower(), ev.MessageReceived(0, resp))
+        assert not rep(s).fetch_in_flight, resp
+        _, out = step(s, ev.TimerFired(FETCH))
+        assert sent(out, FetchRequest) == [FetchRequest(1, TP, 0, 1, UNDEFINED_EPOCH)], resp
+
+
+def test_a_step_replaces_only_the_replica_it_changed() -> None:
+    """A broker hosting several partitions keeps one replica state per partition: a step on
+    one partition replaces that one in place and leaves the others as they were."""
+    tps = (TP, TopicPartition("t", 1), TopicPartition("t", 2))
+    s = recover(0, CFG, tuple(DurableReplica(tp, (0, 1, 2), 0, 0, (), 0) for tp in tps))
+    s, _ = step(s, ev.BrokerRegistered(1))
+    infos = tuple(PartitionInfo(tp, 0, 1, (0,), 1, (0, 1, 2)) for tp in tps)
+    s, _ = step(s, ev.MessageReceived(9, LeaderAndIsrRequest(9, 1, 1, infos)))
+    for i, tp in enumerate(tps):
+        before = s.replicas
+        s, _ = step(s, ev.ProduceReceived(7 + i, tp, 1, 2, b"ab"))
+        assert [r.tp for r in s.replicas] == list(tps)
+        assert [r.log_end_offset for r in s.replicas] == [2 if j <= i else 0 for j in range(3)]
+        assert all(s.replicas[j] is before[j] for j in range(3) if j != i)
+
+
 # ---------------------------------------------------------------------------------------
 # the leader's side
 
