@@ -1,12 +1,17 @@
 """Event-loop stall diagnostics, off unless HIWATER_LOOPSTATS names a directory.
 
 Once a second the broker appends one JSON line to DIR/broker-<pid>.jsonl: the busy time of
-every event-loop iteration (the iteration minus its selector wait) as a histogram, the
-callbacks that ran in iterations over STALL_MS (by name, with their durations), the garbage
-collector's pauses per generation (gc.callbacks), the run-queue wait of every thread
-(/proc/self/task/*/schedstat: time runnable but not running, i.e. waiting for a CPU) and each
-thread's CPU. It answers "what did the slowest requests wait for" with mechanism figures that
-do not depend on how busy the rest of the machine is.
+every event-loop iteration (the iteration minus its selector wait) as a histogram; the
+callbacks that ran in iterations over STALL_MS, by name, each with its wall and its CPU time
+(a callback whose wall time is many times its CPU was descheduled, not slow); the garbage
+collector's pauses per generation (gc.callbacks); each thread's CPU and run-queue wait
+(/proc/self/task/*/schedstat: time runnable but not running, i.e. waiting for a CPU); and each
+Produce's residence in the broker, request read to response built (for acks=all: the wait for
+the followers). It answers "what did the slowest requests wait for" with figures that a busy
+machine does not blur (bench/README.md, "What the slowest acks=all records wait for").
+
+Diagnostics only: it wraps asyncio's private `_run_once`, the selector's `select` and
+`Handle._run` (a few microseconds per callback) and two methods of the produce handler.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import os
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +49,12 @@ def _schedstat() -> dict[int, tuple[int, int, int]]:
 class LoopStats:
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._prev_sched = _schedstat()
+        self.uninstall: Callable[[], None] = lambda: None
+        self._reset()
+
+    def _reset(self) -> None:
+        """The counters of one second."""
         self.hist = [0] * (len(BUCKETS_MS) + 1)
         self.busy_s = 0.0
         self.iters = 0
@@ -53,7 +65,7 @@ class LoopStats:
         self.gc_start = 0.0
         self.gc: dict[int, list[float]] = {0: [], 1: [], 2: []}
         self._handles: list[tuple[str, float, float]] = []
-        self._prev_sched = _schedstat()
+        self.residence: list[float] = []  # produce: request read to response built (ms)
 
     def install(self, loop: asyncio.AbstractEventLoop) -> None:
         stats = self
@@ -90,6 +102,35 @@ class LoopStats:
 
         asyncio.events.Handle._run = handle_run  # type: ignore[method-assign,assignment]
         gc.callbacks.append(self.on_gc)
+        from broker.runtime import handlers
+
+        started_init = handlers._ProduceStarted.__init__
+        started_finish = handlers._ProduceStarted.finish
+        born: dict[int, float] = {}
+
+        def init(self: Any, *a: Any, **k: Any) -> None:
+            born[id(self)] = time.perf_counter()
+            started_init(self, *a, **k)
+
+        def finish(self: Any) -> Any:
+            t = born.pop(id(self), None)
+            if t is not None:
+                stats.residence.append((time.perf_counter() - t) * 1000)
+            return started_finish(self)
+
+        handlers._ProduceStarted.__init__ = init  # type: ignore[method-assign]
+        handlers._ProduceStarted.finish = finish  # type: ignore[method-assign]
+
+        def uninstall() -> None:
+            asyncio.events.Handle._run = orig_handle_run  # type: ignore[method-assign]
+            handlers._ProduceStarted.__init__ = started_init  # type: ignore[method-assign]
+            handlers._ProduceStarted.finish = started_finish  # type: ignore[method-assign]
+            if self.on_gc in gc.callbacks:
+                gc.callbacks.remove(self.on_gc)
+            selector.select = orig_select
+            loop._run_once = orig_run_once  # type: ignore[attr-defined]
+
+        self.uninstall = uninstall
         loop.call_later(1.0, self.dump, loop)
 
     def iteration(self, busy: float) -> None:
@@ -136,11 +177,11 @@ class LoopStats:
             "gc": {g: [len(v), round(sum(v) * 1000, 2), round(max(v, default=0) * 1000, 2)]
                    for g, v in self.gc.items()},
             "threads": threads,
+            "residence": sorted(round(x, 2) for x in self.residence),
         }
         with self.path.open("a") as f:
             f.write(json.dumps(line) + "\n")
-        self.__init__(self.path)  # type: ignore[misc]
-        self._prev_sched = sched
+        self._reset()
         loop.call_later(1.0, self.dump, loop)
 
 
@@ -155,7 +196,10 @@ def _name(h: asyncio.events.Handle) -> str:
     return getattr(cb, "__qualname__", repr(cb))
 
 
-def maybe_install(loop: asyncio.AbstractEventLoop) -> None:
+def maybe_install(loop: asyncio.AbstractEventLoop) -> LoopStats | None:
     d = os.environ.get("HIWATER_LOOPSTATS")
-    if d:
-        LoopStats(Path(d) / f"broker-{os.getpid()}.jsonl").install(loop)
+    if not d:
+        return None
+    stats = LoopStats(Path(d) / f"broker-{os.getpid()}.jsonl")
+    stats.install(loop)
+    return stats
