@@ -7,7 +7,8 @@ callbacks that ran in iterations over STALL_MS, by name, each with its wall and 
 collector's pauses per generation (gc.callbacks); each thread's CPU and run-queue wait
 (/proc/self/task/*/schedstat: time runnable but not running, i.e. waiting for a CPU); and each
 Produce's residence in the broker, request read to response built (for acks=all: the wait for
-the followers). It answers "what did the slowest requests wait for" with figures that a busy
+the followers); and every segment roll's wall and CPU time (a roll fsyncs the old segment).
+It answers "what did the slowest requests wait for" with figures that a busy
 machine does not blur (bench/README.md, "What the slowest acks=all records wait for").
 
 Diagnostics only: it wraps asyncio's private `_run_once`, the selector's `select` and
@@ -66,6 +67,7 @@ class LoopStats:
         self.gc: dict[int, list[float]] = {0: [], 1: [], 2: []}
         self._handles: list[tuple[str, float, float]] = []
         self.residence: list[float] = []  # produce: request read to response built (ms)
+        self.rolls: list[tuple[float, float]] = []  # segment rolls: wall, CPU (ms)
 
     def install(self, loop: asyncio.AbstractEventLoop) -> None:
         stats = self
@@ -121,7 +123,22 @@ class LoopStats:
         handlers._ProduceStarted.__init__ = init  # type: ignore[method-assign]
         handlers._ProduceStarted.finish = finish  # type: ignore[method-assign]
 
+        from broker.store.log import Log
+
+        orig_roll = Log.roll
+
+        def roll(log: Log, now_ms: int) -> Any:
+            t, c = time.perf_counter(), time.thread_time()
+            try:
+                return orig_roll(log, now_ms)
+            finally:
+                stats.rolls.append((round((time.perf_counter() - t) * 1000, 2),
+                                    round((time.thread_time() - c) * 1000, 2)))
+
+        Log.roll = roll  # type: ignore[method-assign,assignment]
+
         def uninstall() -> None:
+            Log.roll = orig_roll  # type: ignore[method-assign]
             asyncio.events.Handle._run = orig_handle_run  # type: ignore[method-assign]
             handlers._ProduceStarted.__init__ = started_init  # type: ignore[method-assign]
             handlers._ProduceStarted.finish = started_finish  # type: ignore[method-assign]
@@ -178,6 +195,7 @@ class LoopStats:
                    for g, v in self.gc.items()},
             "threads": threads,
             "residence": sorted(round(x, 2) for x in self.residence),
+            "rolls": self.rolls,
         }
         with self.path.open("a") as f:
             f.write(json.dumps(line) + "\n")
