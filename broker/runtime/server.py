@@ -774,10 +774,12 @@ class Broker:
                 if rolled:
                     # the old segments of rolls, fsynced off the loop (Kafka's flush-log task
                     # on its scheduler; on the loop it stalled every request 170-580 ms)
-                    synced = await asyncio.get_running_loop().run_in_executor(
+                    synced, failed = await asyncio.get_running_loop().run_in_executor(
                         None, _run_roll_flushes, rolled)
                     for rf in synced:
                         rf.done()
+                    if failed is not None:  # as when the roll's fsync failed in the append
+                        self.node._fail(failed)
                 if now - last_flush >= cfg.log_flush_scheduler_interval_ms / 1000.0:
                     last_flush = now
                     self.logs.flush_dirty_logs(now_ms)
@@ -835,16 +837,18 @@ class Broker:
         return json.dumps(self.replica_states(), separators=(",", ":")).encode()
 
 
-def _run_roll_flushes(rolled: list[RollFlush]) -> list[RollFlush]:
-    """On a worker thread: those whose fsyncs succeeded. A failed one leaves its log's
-    recovery point where it was, so a restart's recovery still scans (and checks) the
-    segment; the next flush of that log fsyncs it again."""
-    synced = []
+def _run_roll_flushes(rolled: list[RollFlush]) -> tuple[list[RollFlush], OSError | None]:
+    """On a worker thread: those whose fsyncs succeeded, and the first failure. A failed one
+    leaves its log's recovery point where it was (a restart's recovery rescans the segment);
+    the broker then halts, as it did when the roll's fsync failed inside the append (after a
+    failed fsync the kernel may have dropped the dirty pages: retrying proves nothing)."""
+    synced, failed = [], None
     for rf in rolled:
         try:
             rf.run()
         except OSError as e:
             log.error("fsync of a rolled segment of %s failed: %s", rf.log.dir.name, e)
+            failed = failed or e
             continue
         synced.append(rf)
-    return synced
+    return synced, failed
