@@ -597,9 +597,25 @@ def produce(conf: dict[str, Any], partitions: int, records: int, value: bytes,
     produce_ = p.produce
     poll = p.poll
     burst = 100 if rate is None else max(1, int(rate / 1000))
+    # A paced run serves its delivery reports on a thread of their own, blocked in poll():
+    # librdkafka takes a record's latency when the Python callback's Message is built
+    # (rd_kafka_message_latency: now minus the produce() time), so a report that waited for
+    # the pacing loop's next poll(0) (every ~1 ms, later whenever that thread queued for a
+    # CPU) counted the bench's own loop as broker latency; and the poll(0) per burst cost the
+    # producer ~30 % more CPU on the 2 cores the brokers need (bench/README.md, 2026-11-26
+    # 10:10). A saturated run keeps one thread: it never sleeps, and it polls every burst.
+    stop = threading.Event()
+
+    def serve_reports() -> None:
+        while not stop.is_set():
+            poll(0.05)
+
+    reporter = None if rate is None else threading.Thread(target=serve_reports, daemon=True)
     wait_quiet()
     with CpuMeter(named) as cpu:
         t0 = time.perf_counter()
+        if reporter is not None:
+            reporter.start()
         i = 0
         while i < records:
             if rate is not None:
@@ -617,7 +633,11 @@ def produce(conf: dict[str, Any], partitions: int, records: int, value: bytes,
                     except BufferError:
                         poll(0.001)
                 i += 1
-            poll(0)
+            if reporter is None:
+                poll(0)
+        stop.set()
+        if reporter is not None:
+            reporter.join()
         left = p.flush(300)
         elapsed = time.perf_counter() - t0
     if left:

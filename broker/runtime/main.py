@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from broker.config import BrokerConfig, ConfigError
+from broker.runtime import loopstats
 from broker.runtime.server import Broker, ListenerUnavailable
 from broker.runtime.zk import BrokerIdInUse, ZkUnavailable
 from broker.store.errors import StoreError
@@ -79,6 +80,7 @@ async def run(config: BrokerConfig) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)
+    loopstats.maybe_install(loop)
     try:
         await broker.start()
     except ZkUnavailable as e:

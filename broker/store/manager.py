@@ -29,7 +29,7 @@ from broker.store.cleaner import LogCleaner
 from broker.store.config import LogConfig
 from broker.store.errors import StoreError
 from broker.store.fs import FS, RealFS
-from broker.store.log import Log, parse_topic_partition
+from broker.store.log import Log, RollFlush, parse_topic_partition
 
 LOGS_MAX = 100_000
 
@@ -70,6 +70,7 @@ class LogManager:
         self.cleaner = cleaner or LogCleaner()
         self.logs: dict[TopicPartition, Log] = {}
         self.log_dir_of: dict[TopicPartition, Path] = {}
+        self.defer_roll_flush = False  # see `defer_roll_flushes`
         self.high_watermarks: dict[Path, dict[TopicPartition, int]] = {}
         # What loading found and repaired, one line each, naming the file (also logged).
         self.recovery_report: list[str] = []
@@ -152,6 +153,7 @@ class LogManager:
         if len(self.logs) >= LOGS_MAX:
             raise StoreError(f"more than {LOGS_MAX} logs on one broker")
         log.on_truncation = lambda _log: self.checkpoint_recovery_points(d)
+        log.defer_roll_flush = self.defer_roll_flush
         self.logs[tp] = log
         self.log_dir_of[tp] = d
 
@@ -278,6 +280,17 @@ class LogManager:
         self.checkpoint_cleaner_offsets(d)
 
     # ------------------------------------------------------------------ periodic work
+
+    def defer_roll_flushes(self) -> None:
+        """From now on a roll leaves the old segment's fsync to `take_roll_flushes` (the live
+        broker runs them on a worker thread, see `Log._defer_flush`); the simulator and the
+        tools keep the synchronous flush."""
+        self.defer_roll_flush = True
+        for log in self.logs.values():
+            log.defer_roll_flush = True
+
+    def take_roll_flushes(self) -> list[RollFlush]:
+        return [rf for _, log in sorted(self.logs.items()) for rf in log.take_roll_flushes()]
 
     def flush_dirty_logs(self, now_ms: int) -> int:
         """Apply flush.ms to every log; checkpoint recovery points if any flushed."""
