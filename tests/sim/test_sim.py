@@ -259,3 +259,26 @@ def test_list_offsets_going_backwards_is_still_found() -> None:
     found = seeds_to_find(opts, 60, workers=2)
     assert found is not None and found.failure is not None
     assert "list_offsets_monotonic" in found.failure
+
+
+def test_trace_lines_written_out_are_the_events_reprs() -> None:
+    """The trace's most frequent lines are written field by field (a dataclass repr of each
+    was most of a line's cost): they must stay the events' reprs, word for word, or every
+    trace hash and every stored trace would change with a field added to a message."""
+    from core import events as ev
+    from core.messages import FetchRequest
+    from core.timers import FetchTimer, ProduceTimeoutTimer
+    from core.types import TopicPartition
+    from harness.sim.cluster import _summary
+
+    tp = TopicPartition("t", 0)
+    for e in (
+        ev.TimerFired(FetchTimer(tp)),
+        ev.TimerFired(ProduceTimeoutTimer(tp, 7)),
+        ev.MessageReceived(2, FetchRequest(2, tp, 5, 1, 0, 9)),
+        ev.MessageReceived(1, FetchRequest(1, TopicPartition("u", 3), 0, -1, -1)),
+        ev.ConsumerFetchReceived(6, tp, 0, -1),
+        ev.ListOffsetsReceived(17, tp, -1, 0),
+    ):
+        assert _summary(e) == repr(e)
+        assert _summary(e) == repr(e)  # (again: the second finds the kept reprs)
