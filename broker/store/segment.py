@@ -29,6 +29,7 @@ DELETED_SUFFIX = ".deleted"
 
 SCAN_WINDOW = 4 * 1024 * 1024  # bytes read at a time when scanning a segment
 HEADER_WINDOW = 16 * 1024  # bytes read at a time when walking headers
+READ_MEMO_MAX = 256  # answers kept per kind of lookup (see LogSegment._found)
 
 _logger = logging.getLogger("hiwater.store")
 
@@ -80,6 +81,17 @@ class LogSegment:
         self.roll_at_ms = 0
         # where the read after the last one starts: (offset, position, its header if known)
         self._next_read: tuple[int, int, BatchHeader | None] | None = None
+        # Answers of the read path's lookups, kept while the bytes they read cannot change
+        # (an open segment's bytes below `size` change only by truncation or recovery, which
+        # forget them; appends add bytes after them): several readers at different offsets
+        # (the follower's fetches, consumers, a mirror) each find theirs. See `_forget`.
+        self._found: dict[int, tuple[int, BatchHeader]] = {}  # translate_offset
+        self._headers: dict[int, BatchHeader] = {}  # header_at
+        self._ends: dict[tuple[int, int], tuple[int, int, BatchHeader | None]] = {}  # scans
+        # every header below `size` passed check_header while this segment was open (it
+        # started empty, or a scan or recovery walked it from position 0): a read that ends
+        # at `size` needs no scan to find that it ends there
+        self._checked = self.size == 0
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = base_offset
@@ -185,7 +197,17 @@ class LogSegment:
 
     # ------------------------------------------------------------------ headers
 
+    def _forget(self) -> None:
+        """The bytes below `size` may change (truncation, recovery): what reads learnt goes."""
+        self._next_read = None
+        self._found.clear()
+        self._headers.clear()
+        self._ends.clear()
+
     def header_at(self, position: int) -> BatchHeader:
+        header = self._headers.get(position)
+        if header is not None:
+            return header
         data = read_exact(self.file, position, HEADER_SIZE)
         if len(data) < HEADER_SIZE:
             raise CorruptRecordError(
@@ -193,6 +215,9 @@ class LogSegment:
             )
         header = header_of(HEADER.unpack_from(data))
         check_header(header, position, where=f"{self.log_path}: ")
+        if len(self._headers) >= READ_MEMO_MAX:
+            self._headers.clear()
+        self._headers[position] = header
         return header
 
     def headers_from(
@@ -261,11 +286,19 @@ class LogSegment:
         entry found pointing at the wrong batch (damage the load-time checks cannot see) is
         reported and both indexes rebuilt from the segment; the lookup is then served (Kafka
         fails the read instead)."""
+        found = self._found.get(offset)
+        if found is not None:  # (the same index entry and batches answer it again)
+            return found
         try:
-            return self._translate_offset(offset)
+            found = self._translate_offset(offset)
         except CorruptIndexError as e:
             self.rebuild_indexes(str(e))
-            return self._translate_offset(offset)
+            found = self._translate_offset(offset)
+        if found is not None:
+            if len(self._found) >= READ_MEMO_MAX:
+                self._found.clear()
+            self._found[offset] = found
+        return found
 
     def rebuild_indexes(self, reason: str) -> None:
         _logger.warning("%s: rebuilt %s and %s from the segment; nothing is lost", reason,
@@ -337,6 +370,14 @@ class LogSegment:
             return start, None, None
         byte_limit = min(limit, start + max_bytes)
         scan_from = max(start, self.index.lookup_position(byte_limit))
+        if scan_from < byte_limit:
+            if byte_limit == self.size and self._checked:
+                # every batch up to the end fits: the scan would walk to `size` (a batch
+                # boundary) and end with the last batch's next offset
+                return byte_limit, self.next_offset, None
+            known = self._ends.get((scan_from, byte_limit))
+            if known is not None:
+                return known
         end = scan_from
         next_offset = None
         following = None
@@ -350,6 +391,10 @@ class LogSegment:
             if following is None and end < self.size:
                 following = self.header_at(end)
             next_offset = following.base_offset if following is not None else self.next_offset
+        elif byte_limit <= self.size:  # (found from batches below `size` alone)
+            if len(self._ends) >= READ_MEMO_MAX:
+                self._ends.clear()
+            self._ends[(scan_from, byte_limit)] = (end, next_offset, following)
         return end, next_offset, following
 
     def read_region(
@@ -429,7 +474,9 @@ class LogSegment:
         last_indexed = self.index.values[-1] if len(self.index) else 0
         self.bytes_since_last_index_entry = self.size - last_indexed
         self.fast_appends_left = 0
-        self._next_read = None
+        self._forget()
+        if start == 0:
+            self._checked = True
 
     def _account(self, position: int, h: BatchHeader, interval: int, *, index: bool = True) -> None:
         """Fold the batch at `position` into the index cadence (adding an entry to both indexes
@@ -479,7 +526,8 @@ class LogSegment:
         self.index.write_pending()
         self.time_index.write_pending()
         self.fast_appends_left = 0
-        self._next_read = None
+        self._forget()
+        self._checked = True  # every batch kept passed validation
         return truncated
 
     # ------------------------------------------------------------------ truncate / flush / close
@@ -491,7 +539,7 @@ class LogSegment:
             return 0
         position = found[0]
         removed = self.size - position
-        self._next_read = None
+        self._forget()
         self.index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         self.file.truncate(position)

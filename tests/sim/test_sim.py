@@ -160,9 +160,24 @@ def _recount(c: Cluster) -> tuple[Counter[int], list[Counter[int]]]:
     return sum(per, Counter()), per
 
 
+def _common_prefixes(c: Cluster) -> list[list[int]]:
+    """Per pair of brokers, their logs' longest common prefix, counted afresh (0 on the
+    diagonal, which the simulator does not keep)."""
+    out = [[0] * c.n for _ in range(c.n)]
+    for a, x in enumerate(c.brokers):
+        for b, y in enumerate(c.brokers):
+            if a != b:
+                k = 0
+                while k < min(len(x.mirror), len(y.mirror)) and x.mirror[k] == y.mirror[k]:
+                    k += 1
+                out[a][b] = k
+    return out
+
+
 def test_copy_counts_follow_the_disks_through_lossy_crashes() -> None:
     """The counts that let the simulator skip no_acked_record_lost and leader_completeness
-    (and keep epoch_offset_uniqueness) match a recount of every disk, after appends,
+    (and keep epoch_offset_uniqueness), and the common prefix lengths that let it skip
+    strong_isr, weak_isr and log_matching, match a recount of every disk, after appends,
     truncations and machine crashes that lose unflushed records (a log read again after a
     crash once counted its surviving records twice)."""
     # unflushed records and back-to-back machine crashes: acknowledged records are lost
@@ -178,6 +193,7 @@ def test_copy_counts_follow_the_disks_through_lossy_crashes() -> None:
         end = c.sched.now_us + 3_000_000
         while c.sched.run_one(end):
             c.after_event()
+            assert c._lcp == _common_prefixes(c)
         most = max(most, sum(len(br.mirror) for br in c.brokers))
         victim = c.brokers[round_ % c.n]
         before = len(victim.mirror)
@@ -191,6 +207,7 @@ def test_copy_counts_follow_the_disks_through_lossy_crashes() -> None:
         held: Counter[tuple[int, int]] = Counter(
             (off, rec[1]) for br in c.brokers for off, rec in enumerate(br.mirror))
         assert {k: n for k, (_, n) in c.held.items()} == dict(held)
+        assert c._lcp == _common_prefixes(c)
     assert most > 10
     assert lost > 0  # the crashes really lost unflushed records
 
@@ -259,3 +276,26 @@ def test_list_offsets_going_backwards_is_still_found() -> None:
     found = seeds_to_find(opts, 60, workers=2)
     assert found is not None and found.failure is not None
     assert "list_offsets_monotonic" in found.failure
+
+
+def test_trace_lines_written_out_are_the_events_reprs() -> None:
+    """The trace's most frequent lines are written field by field (a dataclass repr of each
+    was most of a line's cost): they must stay the events' reprs, word for word, or every
+    trace hash and every stored trace would change with a field added to a message."""
+    from core import events as ev
+    from core.messages import FetchRequest
+    from core.timers import FetchTimer, ProduceTimeoutTimer
+    from core.types import TopicPartition
+    from harness.sim.cluster import _summary
+
+    tp = TopicPartition("t", 0)
+    for e in (
+        ev.TimerFired(FetchTimer(tp)),
+        ev.TimerFired(ProduceTimeoutTimer(tp, 7)),
+        ev.MessageReceived(2, FetchRequest(2, tp, 5, 1, 0, 9)),
+        ev.MessageReceived(1, FetchRequest(1, TopicPartition("u", 3), 0, -1, -1)),
+        ev.ConsumerFetchReceived(6, tp, 0, -1),
+        ev.ListOffsetsReceived(17, tp, -1, 0),
+    ):
+        assert _summary(e) == repr(e)
+        assert _summary(e) == repr(e)  # (again: the second finds the kept reprs)
