@@ -279,6 +279,16 @@ def _make_node(st: BrokerState | None, d: Disk, timers: frozenset[TimerKey],
     return n
 
 
+def adopt(w: World) -> World:
+    """A world that arrived from another process (the parallel search moves worlds between
+    workers to balance them): its broker states interned and its nodes hash-consed, as if
+    built here, so the identity caches and `_Builder.freeze`'s unchanged test hold for it.
+    Equal by value to w."""
+    nodes = tuple(_make_node(None if n.state is None else _intern(n.state), n.disk, n.timers,
+                             n.inbox) for n in w.nodes)
+    return _world(World, (nodes, w.zk, w.network, w.ghost))
+
+
 # The znode versions a broker state holds, by state identity (states are shared between
 # worlds, and memoized steps return the same objects).
 _versions_cache: dict[int, tuple[BrokerState, frozenset[int]]] = {}
