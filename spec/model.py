@@ -279,6 +279,16 @@ def _make_node(st: BrokerState | None, d: Disk, timers: frozenset[TimerKey],
     return n
 
 
+def adopt(w: World) -> World:
+    """A world that arrived from another process (the parallel search moves worlds between
+    workers to balance them): its broker states interned and its nodes hash-consed, as if
+    built here, so the identity caches and `_Builder.freeze`'s unchanged test hold for it.
+    Equal by value to w."""
+    nodes = tuple(_make_node(None if n.state is None else _intern(n.state), n.disk, n.timers,
+                             n.inbox) for n in w.nodes)
+    return _world(World, (nodes, w.zk, w.network, w.ghost))
+
+
 # The znode versions a broker state holds, by state identity (states are shared between
 # worlds, and memoized steps return the same objects).
 _versions_cache: dict[int, tuple[BrokerState, frozenset[int]]] = {}
@@ -289,8 +299,10 @@ _renumbered: dict[tuple[int, tuple[int, ...]], tuple[BrokerState, BrokerState]] 
 _renumbered_msgs: dict[tuple[int, tuple[int, ...]], tuple[InFlight, InFlight]] = {}
 
 
+# The versions held by a tuple of nodes, by the nodes' identities: (the nodes, per node,
+# their union without -1, its size, its maximum).
 _nodes_versions: dict[tuple[int, ...], tuple[tuple[Node, ...], list[frozenset[int]],
-                                               frozenset[int]]] = {}
+                                               frozenset[int], int, int]] = {}
 
 
 def _state_versions(st: BrokerState | None) -> frozenset[int]:
@@ -322,23 +334,42 @@ def _normalize_versions(w: World) -> World:
         if len(_nodes_versions) >= 100_000:
             _nodes_versions.clear()
         per_node = [_state_versions(n.state) for n in w.nodes]
-        held = _nodes_versions[ids] = (w.nodes, per_node, frozenset().union(*per_node))
-    per_node = held[1]
-    seen: set[int] = set(held[2])
-    p = w.zk.partition
-    if p is not None:
-        seen.add(p.zk_version)
+        union = frozenset().union(*per_node) - {-1}
+        held = _nodes_versions[ids] = (w.nodes, per_node, union, len(union),
+                                       max(union, default=-1))
+    union = held[2]
+    # The versions outside the nodes (few, and most of them held by a node too), gathered
+    # apart so the usual case, already dense, copies no set.
+    extra: set[int] | None = None
+    zk = w.zk
+    p = zk.partition
+    if p is not None and p.zk_version not in union:
+        extra = {p.zk_version}
     for m in w.network:
         if m.kind == _LEADER_AND_ISR:
             assert isinstance(m.message, LeaderAndIsrRequest)
             for info in m.message.partitions:
-                seen.add(info.zk_version)
-    for pw in w.zk.pending:
-        seen.add(pw.write.expected_zk_version)
-        seen.add(pw.write.proposed.zk_version)
-    seen.discard(-1)
-    if not seen or max(seen) == len(seen) - 1:  # distinct and non-negative: dense already
-        return w
+                if info.zk_version not in union:
+                    if extra is None:
+                        extra = set()
+                    extra.add(info.zk_version)
+    for pw in zk.pending:
+        for v in (pw.write.expected_zk_version, pw.write.proposed.zk_version):
+            if v not in union:
+                if extra is None:
+                    extra = set()
+                extra.add(v)
+    if extra is not None:
+        extra.discard(-1)
+    if not extra:  # distinct and non-negative: dense already when max = count - 1
+        if held[4] == held[3] - 1:
+            return w
+        seen: set[int] | frozenset[int] = union
+    else:
+        seen = union | extra
+        if max(seen) == len(seen) - 1:
+            return w
+    per_node = held[1]
     ordered = sorted(seen)
     rank = {v: i for i, v in enumerate(ordered)}
     rank[-1] = -1
@@ -862,7 +893,7 @@ class Model:
             state, effects = self.step(current, event)
             if state is not current:  # an unchanged state cannot take up a leadership
                 states[i] = state
-                self._record_leadership(bld, i, _replica(current), _replica(state))
+                self._record_leadership(bld, i, current, state)
             if effects:
                 return self._effects(bld, i, effects, queue)
         self._observe(bld)
@@ -1144,11 +1175,12 @@ class Model:
     # ----------------------------------------------------------------------------------
     # ghosts
 
-    def _record_leadership(
-        self, bld: _Builder, i: int, before: ReplicaState | None, after: ReplicaState | None
-    ) -> None:
+    def _record_leadership(self, bld: _Builder, i: int, old: BrokerState,
+                           new: BrokerState) -> None:
+        after = _replica(new)
         if after is None or after.role != Role.LEADER:
             return
+        before = _replica(old)
         if before is not None and before.role == Role.LEADER and (
             before.leader_epoch == after.leader_epoch
         ):
@@ -1162,9 +1194,16 @@ class Model:
         """Extend the ghost of exposed records with every leader's HW prefix."""
         g = bld.ghost
         exposed, conflict = g.exposed, g.conflicting_exposure
+        leader = Role.LEADER
         for i, st in enumerate(bld.states):
-            r = _replica(st)
-            if r is None or r.role != Role.LEADER or r.high_watermark == 0:
+            if st is None:
+                continue
+            for r in st.replicas:  # `_replica`, inline: this runs once per action
+                if r.tp == TP:
+                    break
+            else:
+                continue
+            if r.role != leader or r.high_watermark == 0:
                 continue
             prefix = bld.disks[i].records[:r.high_watermark]
             n = min(len(prefix), len(exposed))

@@ -151,6 +151,56 @@ def test_parallel_search_has_the_sequential_results() -> None:
         check(Model(ProtocolConfig(), Bounds(brokers=2)), workers=0)
 
 
+def test_parallel_search_moves_worlds_between_workers_with_the_same_results(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers hand survivors to each other to share every level evenly (`_balance`); the
+    moved worlds are expanded in position order where they land, so states, transitions,
+    depth, verdict and trace stay the sequential search's. Tiny thresholds make every level
+    from the second on run in workers and move worlds, with three workers (so one giver
+    can feed two receivers)."""
+    from spec import parallel
+
+    monkeypatch.setattr(parallel, "_MIN_WIDTH", 1)
+    monkeypatch.setattr(parallel, "_MIN_MOVE", 1)
+    moved: list[int] = []
+    balance = parallel._balance
+
+    def counting(keep: list[list[tuple[int, int]]]) -> list[list[tuple[int, list[
+            tuple[int, int]]]]]:
+        give = balance(keep)
+        moved.append(sum(len(items) for g in give for _, items in g))
+        return give
+
+    monkeypatch.setattr(parallel, "_balance", counting)
+    bug = by_name("no-controller-epoch-check")
+    for config, bounds in ((ProtocolConfig(), Bounds(brokers=2, records=2, leader_epochs=3,
+                                                     crashes=1)),
+                           (bug.config(), bug.bounds)):
+        one = check(Model(config, bounds))
+        for workers in (2, 3):
+            many = check(Model(config, bounds), workers=workers)
+            assert (one.states, one.transitions, one.depth, one.exhausted) == (
+                many.states, many.transitions, many.depth, many.exhausted)
+            assert one.violation == many.violation
+            assert [a for a, _ in one.trace] == [a for a, _ in many.trace]
+    assert sum(moved) > 0
+
+
+def test_balance_shares_a_level_evenly_from_the_givers_last_survivors() -> None:
+    from spec import parallel
+
+    keep = [[(i, 10 + i) for i in range(40)], [(0, 0)], []]
+    give = parallel._balance(keep)
+    assert [len(k) for k in keep] == [14, 1, 0]
+    assert give[1] == [] and give[2] == []
+    assert [(r, len(items)) for r, items in give[0]] == [(1, 13), (2, 13)]
+    # its last survivors, in order
+    assert give[0][0][1] == [(i, 10 + i) for i in range(27, 40)]
+    assert give[0][1][1] == [(i, 10 + i) for i in range(14, 27)]
+    small = [[(0, 0), (1, 1)], []]
+    assert parallel._balance(small) == [[], []] and small == [[(0, 0), (1, 1)], []]
+
+
 def test_dfs_finds_bugs_too_and_limits_stop_the_search() -> None:
     scenario = by_name("acks-1")
     r = check(Model(scenario.config(), scenario.bounds), strategy="dfs")
