@@ -94,3 +94,32 @@ def test_closing_a_log_with_pending_roll_flushes_flushes_and_releases_them(
     for fd in fds:
         with pytest.raises(OSError):
             os.fstat(fd)
+
+
+def test_a_failed_roll_fsync_leaves_the_recovery_point_and_is_reported(tmp_path: Path) -> None:
+    """A worker's fsync that fails (EIO) is reported to the broker, which
+    halts, as when the roll's fsync failed inside the append; the jobs that did succeed move
+    the recovery point only up to what they covered, and a failed one moves nothing (a
+    restart's recovery scans that segment again). `Broker._periodic` runs this function on
+    its worker and halts the node on the failure it returns."""
+    from broker.runtime.server import _run_roll_flushes
+
+    mgr, log = _manager(tmp_path, defer=True)
+    _fill(log, 20)
+    rolled = mgr.take_roll_flushes()
+    assert len(rolled) >= 2
+    first, broken = rolled[0], rolled[1]
+    # its first descriptor swapped for a pipe's: fdatasync fails (EINVAL) as a failing disk's
+    # would (EIO), and the descriptor stays open for `run` to close
+    r, w = os.pipe()
+    os.close(w)
+    os.close(broken.fds[0])
+    broken.fds[0] = r
+    synced, failed = _run_roll_flushes(rolled[:2])
+    assert synced == [first] and isinstance(failed, OSError)
+    assert broken.fds == []  # its other descriptors were closed all the same
+    for rf in synced:
+        rf.done()
+    assert log.recovery_point == first.upto < broken.upto
+    for rf in rolled[2:]:
+        rf.discard()
