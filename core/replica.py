@@ -77,6 +77,9 @@ class ReplicaState(NamedTuple):
     # follower only
     fetch_state: FetchState = FetchState.IDLE
     fetch_in_flight: bool = False
+    # leader only: an attempt of the ISR write in flight ended with its outcome unknown, so
+    # ZooKeeper may hold the pending ISR whatever a later attempt is told
+    isr_write_unknown: bool = False
 
 
 # ---------------------------------------------------------------------------------------
@@ -170,6 +173,7 @@ def _become_leader(
         epochs=epochs,
         isr=info.isr,
         pending_isr=None,
+        isr_write_unknown=False,
         leader_epoch_start_offset=rs.log_end_offset,
         followers=followers,
         fetch_state=FetchState.IDLE,
@@ -195,6 +199,7 @@ def _become_follower(
         replicas=info.replicas,
         isr=(),
         pending_isr=None,
+        isr_write_unknown=False,
         leader_epoch_start_offset=-1,
         followers=(),
         purgatory=(),
@@ -264,6 +269,7 @@ def on_stop_replica(rs: ReplicaState) -> tuple[ReplicaState, Effects]:
         leader=NO_LEADER,
         isr=(),
         pending_isr=None,
+        isr_write_unknown=False,
         followers=(),
         purgatory=(),
         leader_epoch_start_offset=-1,
@@ -564,13 +570,20 @@ def on_isr_written(
         # the retry lands, or is refused with what ZooKeeper holds, our own write included
         # (found by harness/sim, seeds 385633 and 397166: dropping the pending ISR here let
         # the HW pass a member of the ISR ZooKeeper held).
-        return rs, [_isr_write(rs.tp, proposed)]
+        return rs._replace(isr_write_unknown=True), [_isr_write(rs.tp, proposed)]
     if not ok and current != proposed:
         # Someone (the controller) changed the partition: a LeaderAndIsr will tell us what.
+        # If an earlier attempt's outcome was unknown, it may have landed before that change,
+        # and the controller may have elected from it: the HW stays bounded by the maximal
+        # ISR until the LeaderAndIsr (found by spec's model checker once it let an expired
+        # session's write land with its answer lost).
+        if rs.isr_write_unknown:
+            return rs, []
         return rs._replace(pending_isr=None), []
     # Written, or refused because ZooKeeper already holds exactly our write (an earlier
     # attempt of unknown outcome landed): Kafka's checkLeaderAndIsrZkData counts it as done.
-    rs = rs._replace(isr=proposed.isr, pending_isr=None, zk_version=proposed.zk_version)
+    rs = rs._replace(isr=proposed.isr, pending_isr=None, zk_version=proposed.zk_version,
+                     isr_write_unknown=False)
     out: Effects = [fx.ZkNotifyIsrChange(rs.tp)]
     return _maybe_advance_hw(rs, out, cfg)
 

@@ -173,9 +173,10 @@ def list_offsets_monotonic(w: World) -> str | None:
 def controller_cache_matches_zk(w: World) -> str | None:
     """The active controller's view of the partition is ZooKeeper's, once it has processed
     the notifications it was sent: a write it did not make (a zombie controller's) would
-    otherwise go unseen (KAFKA-6082)."""
+    otherwise go unseen (KAFKA-6082). (Not while a leader owes it the notification of an ISR
+    write that landed with its answer lost: the leader sends it once it learns.)"""
     c = w.zk.controller
-    if c == NO_LEADER:
+    if c == NO_LEADER or w.zk.unseen:
         return None
     node = w.nodes[c]
     if node.state is None or node.state.controller is None or node.inbox:

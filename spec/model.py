@@ -814,18 +814,41 @@ class Model:
         return [(label, crashed)]
 
     def _expire(self, w: World, i: int, label: Action) -> list[tuple[Action, World]]:
-        """ZooKeeper expires broker i's session: its ephemeral nodes go, watchers hear."""
+        """ZooKeeper expires broker i's session: its ephemeral nodes go, watchers hear.
+
+        A live broker's ISR writes still in flight (`isr_writes="async"`) end with their
+        outcome unknown to it: ZooKeeper may have applied the first k of them before the
+        session ended, their answers lost with it (k = 0 .. all, one successor each), and the
+        broker's driver reports each as `unknown` (`ZkDriver._on_unavailable`; found by the
+        simulator, seeds 385633 and 397166). A dead broker hears nothing: its writes are
+        rejected (ZooKeeper applying one first is the interleaving "applied, then crash")."""
+        mine = [pw for pw in w.zk.pending if pw.broker_id == i]
+        if not mine or not w.nodes[i].alive:
+            return self._expire_applying(w, i, label, 0)
+        return [succ for k in range(len(mine) + 1)
+                for succ in self._expire_applying(w, i, (*label, "applied", k) if k else label,
+                                                  k)]
+
+    def _expire_applying(self, w: World, i: int, label: Action,
+                         applied: int) -> list[tuple[Action, World]]:
         bld = _Builder(w)
         queue: deque[tuple[int, ev.Event]] = deque()
         zk = bld.zk
-        # ZooKeeper rejects what is still queued from an expired session.
         mine = [pw for pw in zk.pending if pw.broker_id == i]
-        bld.zk = zk._replace(registered=tuple(lb for lb in zk.registered if lb.broker_id != i),
-                             pending=tuple(pw for pw in zk.pending if pw.broker_id != i))
+        bld.zk = zk._replace(pending=tuple(pw for pw in zk.pending if pw.broker_id != i))
+        for pw in mine[:applied]:
+            before = bld.zk.partition
+            self._zk_write(bld, i, pw.write, deque())  # its answer is lost with the session
+            if bld.zk.partition is not before:
+                bld.zk = bld.zk._replace(unseen=True)
+        zk = bld.zk
+        bld.zk = zk._replace(registered=tuple(lb for lb in zk.registered if lb.broker_id != i))
+        alive = w.nodes[i].alive
         for pw in mine:
             queue.append((i, ev.PartitionStateWritten(pw.write.tp, pw.write.proposed, False,
-                                                      False, False, zk.partition)))
-        if w.nodes[i].alive:
+                                                      False, False, None if alive
+                                                      else zk.partition, unknown=alive)))
+        if alive:
             bld.ghost = bld.ghost._replace(expiries=bld.ghost.expiries + 1)
             self._notify(bld, i, ev.SessionExpired(), queue)
         if zk.controller == i:
@@ -1118,6 +1141,8 @@ class Model:
                                queue: deque[tuple[int, ev.Event]]) -> None:
         c = bld.zk.controller
         if c != NO_LEADER:
+            if bld.zk.unseen:
+                bld.zk = bld.zk._replace(unseen=False)
             zk = bld.zk
             self._notify(bld, c, self._shared(("isr", zk.assignment, zk.partition),
                                               lambda: ev.IsrChanged(self._snapshot(zk))), queue)
@@ -1140,8 +1165,10 @@ class Model:
             queue.append((b, ev.ControllerElection(False, zk.controller, zk.controller_epoch,
                                                    zk.controller_epoch_version, (), ())))
             return
+        # (the new controller reads every partition's state: nothing is owed to it)
         bld.zk = zk = zk._replace(controller=b, controller_epoch=zk.controller_epoch + 1,
-                              controller_epoch_version=zk.controller_epoch_version + 1)
+                              controller_epoch_version=zk.controller_epoch_version + 1,
+                              unseen=False)
         queue.append((b, ev.ControllerElection(True, b, zk.controller_epoch,
                                                zk.controller_epoch_version, zk.registered,
                                                self._snapshot(zk))))

@@ -64,6 +64,9 @@ class Zk(NamedTuple):
     assignment: tuple[int, ...] = ()
     partition: LeaderIsr | None = None
     pending: tuple[PendingWrite, ...] = ()  # leader ISR writes in flight (async mode)
+    # A leader's ISR write landed whose answer was lost with its session: the controller is
+    # owed the change notification the leader sends only once it learns the write is done.
+    unseen: bool = False
 
 
 class InFlight(NamedTuple):

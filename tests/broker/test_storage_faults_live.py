@@ -128,6 +128,19 @@ def _in_sync(c: LocalCluster, victim: int, leaders: list[int]) -> bool:
     return True
 
 
+def _caught_up(c: LocalCluster, victim: int) -> bool:
+    """The victim holds every partition's whole log (its leader's log end), so there are
+    sealed segments to damage: acks=all needs only min.insync.replicas, and on a busy machine
+    a follower can be out of the ISR when the producer stops."""
+    for p in range(PARTITIONS):
+        ends = {i: r for i in sorted(c.nodes) if (r := replica(admin(c, i), TOPIC, p))}
+        lead = [r for r in ends.values() if r["role"] == "leader"]
+        back = ends.get(victim)
+        if len(lead) != 1 or back is None or back["log_end_offset"] != lead[0]["log_end_offset"]:
+            return False
+    return True
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("stop", ["kill", "clean"])
 def test_a_broker_with_damaged_files_rejoins_refetches_and_loses_nothing(
@@ -144,6 +157,7 @@ def test_a_broker_with_damaged_files_rejoins_refetches_and_loses_nothing(
     _commit(c)
     victim = c.controller() % 3 + 1  # any broker but the controller
     others = [i for i in sorted(c.nodes) if i != victim]
+    wait_for(lambda: _caught_up(c, victim), 90, f"broker {victim} to hold every log in full")
 
     if stop == "kill":
         c.kill(victim)

@@ -290,13 +290,17 @@ def test_an_isr_write_of_unknown_outcome_keeps_bounding_the_hw_and_is_written_ag
     expired or the answer was lost) may find it applied in ZooKeeper, where a controller
     elects from it. It keeps the pending ISR, so the HW still waits for the member it
     proposed, and writes again on the same zkVersion; a refusal that shows exactly its own
-    write is the write done, any other refusal drops the pending ISR (the controller moved
-    on). Regression: harness/sim seeds 385633 and 397166 (strong_isr)."""
+    write is the write done. Any other refusal means the controller moved on: after an
+    attempt of unknown outcome that attempt may have landed first (and the controller
+    elected from it), so the HW stays bounded until the LeaderAndIsr; a write refused at its
+    only attempt was not applied, and the pending ISR goes. Regression: harness/sim seeds
+    385633 and 397166, and spec's model checker once expiries could lose answers."""
     s = leader()  # ISR [0], log end 2
     s, out = step(s, ev.MessageReceived(1, FetchRequest(1, TP, 2, 2, 0, request_id=5)))
     (write,) = [e for e in out if isinstance(e, fx.ZkWritePartitionState)]
     s, _ = step(s, ev.ProduceReceived(7, TP, 1, 3, b"abc"))  # log end 5, member 1 at 2
     assert (rep(s).pending_isr, rep(s).high_watermark) == ((0, 1), 2)
+    pending = s
 
     unknown = ev.PartitionStateWritten(TP, write.proposed, False, False, False, None, unknown=True)
     s, out = step(s, unknown)
@@ -305,8 +309,12 @@ def test_an_isr_write_of_unknown_outcome_keeps_bounding_the_hw_and_is_written_ag
 
     moved_on = write.proposed._replace(leader=1, leader_epoch=3, isr=(1,))
     for current in (moved_on, None):  # None: the znode is gone (the topic was deleted)
-        dropped, out = step(s, ev.PartitionStateWritten(TP, write.proposed, False, False,
-                                                        False, current))
+        refused = ev.PartitionStateWritten(TP, write.proposed, False, False, False, current)
+        # the first attempt may have landed before the change: still bounded, no retry
+        kept, out = step(s, refused)
+        assert (rep(kept).pending_isr, rep(kept).high_watermark, out) == ((0, 1), 2, [])
+        # a write refused at its only attempt was not applied: the pending ISR goes
+        dropped, out = step(pending, refused)
         assert (rep(dropped).isr, rep(dropped).pending_isr, out) == ((0,), None, [])
 
     landed = ev.PartitionStateWritten(TP, write.proposed, False, False, False, write.proposed)
