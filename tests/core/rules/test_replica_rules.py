@@ -30,6 +30,7 @@ from core.types import (
     Errors,
     FetchState,
     InvariantBroken,
+    LeaderIsr,
     PartitionInfo,
     Role,
     TopicPartition,
@@ -322,6 +323,35 @@ def test_an_isr_write_of_unknown_outcome_keeps_bounding_the_hw_and_is_written_ag
     r = rep(s)
     assert (r.isr, r.pending_isr, r.zk_version) == ((0, 1), None, write.proposed.zk_version)
     assert fx.ZkNotifyIsrChange(TP) in out
+
+
+def test_the_unknown_outcome_mark_ends_with_its_write() -> None:
+    """A write refused at its only attempt was not applied, whatever earlier writes went
+    through: the mark of an unknown outcome belongs to one write and ends when it lands or
+    the leadership changes, so a later refused write drops its pending ISR."""
+    other = LeaderIsr(1, 9, (1,), 1, 99)
+
+    def expand(s: BrokerState, follower: int, epoch: int) -> tuple[BrokerState, LeaderIsr]:
+        s, out = step(s, ev.MessageReceived(follower, FetchRequest(
+            follower, TP, 2, epoch, 0, request_id=5)))
+        (write,) = [e for e in out if isinstance(e, fx.ZkWritePartitionState)]
+        return s, write.proposed
+
+    def refused(s: BrokerState, proposed: LeaderIsr) -> ReplicaState:
+        return rep(step(s, ev.PartitionStateWritten(TP, proposed, False, False, False,
+                                                    other))[0])
+
+    s, proposed = expand(leader(), 1, 2)
+    assert refused(s, proposed).pending_isr is None  # the first write of a leader
+    s, _ = step(s, ev.PartitionStateWritten(TP, proposed, False, False, False, None,
+                                            unknown=True))
+    landed, _ = step(s, ev.PartitionStateWritten(TP, proposed, False, True, False, None))
+    landed, proposed2 = expand(landed, 2, 2)
+    assert refused(landed, proposed2).pending_isr is None  # after the unknown one landed
+    again, _ = step(s, lair(1, 3, (0, 1)))  # follower now, then leader again
+    again, _ = step(again, lair(0, 4, (0,)))
+    again, proposed3 = expand(again, 1, 4)
+    assert refused(again, proposed3).pending_isr is None  # after a change of leadership
 
 
 def test_a_leader_checkpoints_its_high_watermark_when_it_advances() -> None:
