@@ -824,17 +824,16 @@ class Model:
         rejected (ZooKeeper applying one first is the interleaving "applied, then crash")."""
         mine = [pw for pw in w.zk.pending if pw.broker_id == i]
         if not mine or not w.nodes[i].alive:
-            return self._expire_applying(w, i, label, 0)
+            return self._expire_applying(w, i, label, mine, 0)
         return [succ for k in range(len(mine) + 1)
                 for succ in self._expire_applying(w, i, (*label, "applied", k) if k else label,
-                                                  k)]
+                                                  mine, k)]
 
-    def _expire_applying(self, w: World, i: int, label: Action,
+    def _expire_applying(self, w: World, i: int, label: Action, mine: list[PendingWrite],
                          applied: int) -> list[tuple[Action, World]]:
         bld = _Builder(w)
         queue: deque[tuple[int, ev.Event]] = deque()
         zk = bld.zk
-        mine = [pw for pw in zk.pending if pw.broker_id == i]
         bld.zk = zk._replace(pending=tuple(pw for pw in zk.pending if pw.broker_id != i))
         for pw in mine[:applied]:
             before = bld.zk.partition
