@@ -57,6 +57,7 @@ ZK = -1  # the ZooKeeper host in link tables
 DECODED_MAX = 50_000  # decoded batches kept (a 20 s seed writes a few thousand)
 
 
+_tuple_new = tuple.__new__  # a NamedTuple from all its fields, in order, without its __new__
 NO_BROKER = -2  # matches no broker id (NO_LEADER is -1)
 _NO_TIMERS: frozenset[TimerKey] = frozenset()
 _ZK_INBOX = ("zk",)
@@ -275,6 +276,7 @@ class Cluster:
         # per broker, of that projected node: its part of spec's view, its replica of TP
         self._node_views: list[tuple[object, ...]] = [()] * nodes
         self._reps: list[ReplicaState | None] = [None] * nodes
+        self._world_reps: tuple[ReplicaState | None, ...] = ()  # `_reps` of `self.world`
         self._zk_key: tuple[object, ...] | None = None
         self._zk = Zk()
         self._world_zk: Zk | None = None  # what the last World was built from
@@ -443,8 +445,11 @@ class Cluster:
         br = self.brokers[dst]
         if br.node is None:
             return
-        # (a paused broker keeps it in its backlog, where `on_its_way` still finds it)
-        self.run_on(dst, br.incarnation, Delivery(src, msg, lambda: self._deliver(dst, src, msg)))
+        if br.paused:  # `run_on` for this incarnation, written out: it keeps it in its
+            # backlog, where `on_its_way` still finds it
+            br.deferred.append(Delivery(src, msg, lambda: self._deliver(dst, src, msg)))
+            return
+        br.node.handle(ev.MessageReceived(src, msg))  # `_deliver`
 
     def on_its_way(self) -> Iterator[tuple[int, object]]:
         """(sender, what it carries) of everything sent and not yet handled: messages on the
@@ -658,22 +663,30 @@ class Cluster:
         z = self.zk
         isr_unseen_ctl = z.controller if z.isr_unseen else NO_BROKER
         nodes = self._nodes
-        changed = False
+        changed = observe = False
         for i, br in enumerate(self.brokers):
             if br.mirror_dirty:
                 br.mirror_t = tuple(br.mirror)
                 br.disk = Disk(br.mirror_t)
                 br.mirror_dirty = False
-            st = br.node.state if br.node is not None else None
+            node = br.node
+            st = node.state if node is not None else None
             pending = bool(zk_inflight[i] or br.deferred or isr_unseen_ctl == i
                            or (self.zk_held[i] and self._zk_held_pending(i)))
             old = nodes[i]
-            if (old is not None and old.state is st and old.disk.records is br.mirror_t
-                    and bool(old.inbox) == pending):
+            if (old is not None and old[0] is st and old[1][0] is br.mirror_t
+                    and bool(old[3]) == pending):  # (state, disk.records, inbox)
                 continue
-            new = nodes[i] = WorldNode(st, br.disk, _NO_TIMERS,
-                                       _ZK_INBOX if pending else ())
-            self._node_views[i] = inv.node_view(new)
+            # WorldNode(st, br.disk, _NO_TIMERS, inbox) without the NamedTuple's Python-level
+            # __new__ (the same tuple: every field given, in order)
+            new = nodes[i] = _tuple_new(WorldNode, (st, br.disk, _NO_TIMERS,
+                                                    _ZK_INBOX if pending else ()))
+            nv = inv.node_view(new)
+            ov = self._node_views[i]  # (alive, (role, epoch, HW, LEO, ISR), log, ...) or
+            # (False, log): `_observe` reads a live broker's replica and log
+            if not ov or ov[0] is not nv[0] or (nv[0] and (ov[1] != nv[1] or ov[2] is not nv[2])):
+                observe = True
+            self._node_views[i] = nv
             self._reps[i] = _replica(new)
             changed = True
         zk_key = (z.controller, z.controller_epoch, z.controller_epoch_version, z.assignment,
@@ -683,12 +696,17 @@ class Cluster:
             self._zk = Zk(controller=z.controller, controller_epoch=z.controller_epoch,
                           controller_epoch_version=z.controller_epoch_version,
                           assignment=z.assignment, partition=z.partition)
-        if changed or len(self.acked) != len(self.ghost.acked):
-            self._observe(nodes)  # same nodes and acknowledgements: the ghost cannot move
+        # The ghost moves only with what `_observe` reads: whether a broker runs, its
+        # replica's role, leader epoch and HW, its log, and the acknowledgements. A broker
+        # that stepped without changing them (a fetch state, a timer, a purgatory, its
+        # controller) leaves the ghost as it is.
+        if observe or len(self.acked) != len(self.ghost.acked):
+            self._observe(nodes)
         if not changed and self._zk is self._world_zk and self.ghost is self._world_ghost:
             return None
         self._world_zk, self._world_ghost = self._zk, self.ghost
-        return World(tuple(nodes), self._zk, (), self.ghost)  # type: ignore[arg-type]
+        # World(tuple(nodes), self._zk, (), self.ghost), as above
+        return _tuple_new(World, (tuple(nodes), self._zk, (), self.ghost))
 
     def _observe(self, nodes: list[WorldNode | None]) -> None:
         """The ghost: acknowledged records, exposed prefixes, leaders per epoch."""
@@ -838,12 +856,43 @@ class Cluster:
         if step_key == self._step_key:
             return
         self._step_key = step_key
-        before = self.world
-        self.world = w
-        if before is not None:
+        before, before_reps = self.world, self._world_reps
+        self.world, self._world_reps = w, tuple(self._reps)
+        if before is not None and not self._steps_hold(before, before_reps, w):
             broken = inv.check_step(before, w)
             if broken is not None:
                 raise Violation("invariant", *broken)
+
+    def _steps_hold(self, before: World, before_reps: tuple[ReplicaState | None, ...],
+                    w: World) -> bool:
+        """Whether spec's four step invariants hold from `before` to `w`, read off the
+        replicas `project` already found (`before_reps`: those of `before.nodes`,
+        `self._reps`: of `w.nodes`) instead of spec's check_step looking each broker's
+        replica up again in each invariant (a sixth of the projection's cost). The same
+        predicates, all in one pass; False when any might break: spec's own check_step then
+        runs and reports (so the first broken invariant and its words stay spec's)."""
+        bz, az = before.zk, w.zk
+        if az.controller_epoch < bz.controller_epoch:  # controller_epoch_monotonic
+            return False
+        pa, pb = bz.partition, az.partition  # zk_leader_epoch_monotonic
+        if pa is not None and (pb is None or pb.leader_epoch < pa.leader_epoch):
+            return False
+        reps = self._reps
+        for i, (a, b) in enumerate(zip(before.nodes, w.nodes, strict=True)):
+            sa, sb = a.state, b.state
+            if sa is sb:
+                continue  # (each of the four skips a broker whose state is the same object)
+            if sa is not None and sb is not None and sb.controller_epoch < sa.controller_epoch:
+                return False
+            ra, rb = before_reps[i], reps[i]
+            if ra is None or rb is None:
+                continue
+            if rb.leader_epoch < ra.leader_epoch:  # leader_epoch_monotonic
+                return False
+            if (ra.role == rb.role == Role.LEADER and ra.leader_epoch == rb.leader_epoch
+                    and rb.high_watermark < ra.high_watermark):  # hw_monotonic
+                return False
+        return True
 
 
 def _replica(n: WorldNode) -> ReplicaState | None:

@@ -299,3 +299,62 @@ def test_trace_lines_written_out_are_the_events_reprs() -> None:
     ):
         assert _summary(e) == repr(e)
         assert _summary(e) == repr(e)  # (again: the second finds the kept reprs)
+
+
+def test_skipped_step_checks_and_ghost_updates_are_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The simulator reads spec's step invariants off the replicas its projection found
+    (`Cluster._steps_hold`) and leaves the ghost alone when no broker's run state, replica
+    (role, epoch, HW) or log moved: at every projection and every step check of these runs,
+    the ghost equals what `_observe` makes of the nodes afresh, and `_steps_hold` says they
+    hold only when spec's `check_step` finds nothing."""
+    from spec import invariants as inv
+
+    counts: Counter[str] = Counter()
+    project, steps_hold = Cluster.project, Cluster._steps_hold
+
+    def checked_project(self: Cluster) -> object:
+        w = project(self)
+        g = self.ghost
+        self._observe(self._nodes)
+        assert self.ghost == g
+        counts["projections"] += 1
+        return w
+
+    def checked_steps_hold(self: Cluster, before: object, before_reps: object,
+                           w: object) -> bool:
+        fast = steps_hold(self, before, before_reps, w)  # type: ignore[arg-type]
+        spec = inv.check_step(before, w)  # type: ignore[arg-type]
+        assert spec is None or not fast, spec
+        counts["fast" if fast else "spec"] += 1
+        return fast
+
+    monkeypatch.setattr(Cluster, "project", checked_project)
+    monkeypatch.setattr(Cluster, "_steps_hold", checked_steps_hold)
+    for opts in (SimOptions(seed=50000), SimOptions(seed=50003),
+                 SimOptions(seed=5, bug="unfenced-truncation", time_s=10.0),
+                 SimOptions(seed=7, faults=("lossy-kill", "pause"), time_s=10.0)):
+        run_seed(opts, check=False)
+    assert counts["projections"] > 3_000 and counts["fast"] > 1_000
+
+
+def test_a_leader_hw_going_down_is_still_found() -> None:
+    """A step that breaks a step invariant is reported in spec's words (the read-off check
+    sends it to spec's check_step)."""
+    opts = SimOptions(seed=9)
+    c, d, rng = build(opts)
+    for br in c.brokers:
+        br.start()
+    Workload(c, opts, d, random.Random(rng.randrange(1 << 62))).start()
+    while c.sched.run_one(5_000_000):
+        c.after_event()
+    leader = next(br for br in c.brokers if br.node is not None and c._reps[br.id] is not None
+                  and c._reps[br.id].role.name == "LEADER"  # type: ignore[union-attr]
+                  and c._reps[br.id].high_watermark > 0)  # type: ignore[union-attr]
+    node = leader.node
+    assert node is not None
+    st = node.state
+    node.state = st._replace(replicas=tuple(
+        r._replace(high_watermark=r.high_watermark - 1) for r in st.replicas))
+    c.dirty = True
+    with pytest.raises(Violation, match=r"hw_monotonic: broker \d: leader HW went from"):
+        c.after_event()
