@@ -303,10 +303,12 @@ def test_trace_lines_written_out_are_the_events_reprs() -> None:
 
 def test_skipped_step_checks_and_ghost_updates_are_exact(monkeypatch: pytest.MonkeyPatch) -> None:
     """The simulator reads spec's step invariants off the replicas its projection found
-    (`Cluster._steps_hold`) and leaves the ghost alone when no broker's run state, replica
-    (role, epoch, HW) or log moved: at every projection and every step check of these runs,
-    the ghost equals what `_observe` makes of the nodes afresh, and `_steps_hold` says they
-    hold only when spec's `check_step` finds nothing."""
+    (`Cluster._steps_hold`), leaves the ghost alone when no broker's run state, replica
+    (role, epoch, HW) or log moved, and skips the three log-prefix invariants when the
+    common prefix lengths show they hold: at every projection and every check of these
+    runs (one a bug switch that breaks strong_isr), the ghost equals what `_observe` makes
+    of the nodes afresh, and each shortcut says "holds" only when spec's own checks find
+    nothing."""
     from spec import invariants as inv
 
     counts: Counter[str] = Counter()
@@ -328,13 +330,24 @@ def test_skipped_step_checks_and_ghost_updates_are_exact(monkeypatch: pytest.Mon
         counts["fast" if fast else "spec"] += 1
         return fast
 
+    prefixes_agree = Cluster._prefixes_agree
+
+    def checked_prefixes_agree(self: Cluster, w: object) -> bool:
+        fast = prefixes_agree(self, w)  # type: ignore[arg-type]
+        spec = [inv.strong_isr(w), inv.weak_isr(w), inv.log_matching(w)]  # type: ignore[arg-type]
+        assert spec == [None] * 3 or not fast, spec
+        counts["prefixes " + ("fast" if fast else "spec")] += 1
+        return fast
+
     monkeypatch.setattr(Cluster, "project", checked_project)
     monkeypatch.setattr(Cluster, "_steps_hold", checked_steps_hold)
+    monkeypatch.setattr(Cluster, "_prefixes_agree", checked_prefixes_agree)
     for opts in (SimOptions(seed=50000), SimOptions(seed=50003),
                  SimOptions(seed=5, bug="unfenced-truncation", time_s=10.0),
                  SimOptions(seed=7, faults=("lossy-kill", "pause"), time_s=10.0)):
         run_seed(opts, check=False)
-    assert counts["projections"] > 3_000 and counts["fast"] > 1_000
+    assert counts["projections"] > 3_000 and counts["fast"] > 1_000, counts
+    assert counts["prefixes fast"] > 1_000 and counts["prefixes spec"] > 0, counts
 
 
 def test_a_leader_hw_going_down_is_still_found() -> None:
