@@ -68,8 +68,13 @@ STATE_CHECKS = frozenset(i.name for i in inv.STATE_INVARIANTS) - {"epoch_offset_
 PREFIX_CHECKS = frozenset({"strong_isr", "weak_isr", "log_matching"})
 _ACK_CHECKS_WITHOUT = (STATE_CHECKS, STATE_CHECKS - {"no_acked_record_lost"}, STATE_CHECKS,
                        STATE_CHECKS - {"no_acked_record_lost", "leader_completeness"})
-# by `Cluster._state_skip`'s bits: 1, 2 as above, 4 the prefix checks
-_CHECKS_WITHOUT = (*_ACK_CHECKS_WITHOUT, *(c - PREFIX_CHECKS for c in _ACK_CHECKS_WITHOUT))
+# the invariants that only read one flag of the ghost each, which hold while it is False
+GHOST_FLAG_CHECKS = frozenset({"consistent_read", "list_offsets_monotonic",
+                               "controlled_shutdown_moves_leadership",
+                               "controlled_shutdown_shrinks_isr"})
+# by `Cluster._state_skip`'s bits: 1, 2 as above, 4 the prefix checks, 8 the flag checks
+_CHECKS_WITHOUT_4 = (*_ACK_CHECKS_WITHOUT, *(c - PREFIX_CHECKS for c in _ACK_CHECKS_WITHOUT))
+_CHECKS_WITHOUT = (*_CHECKS_WITHOUT_4, *(c - GHOST_FLAG_CHECKS for c in _CHECKS_WITHOUT_4))
 # the same sets as the invariants to run, in spec's order: `check_state(w, only)` without its
 # name test per invariant on every check
 _RUN_WITHOUT = tuple(tuple(i for i in inv.STATE_INVARIANTS if i.name in only)
@@ -277,6 +282,8 @@ class Cluster:
         self._node_views: list[tuple[object, ...]] = [()] * nodes
         self._reps: list[ReplicaState | None] = [None] * nodes
         self._world_reps: tuple[ReplicaState | None, ...] = ()  # `_reps` of `self.world`
+        # per broker, of that projected node: its state's controller epoch (None: down)
+        self._ctl_epochs: list[int | None] = [None] * nodes
         self._zk_key: tuple[object, ...] | None = None
         self._zk = Zk()
         self._world_zk: Zk | None = None  # what the last World was built from
@@ -428,7 +435,8 @@ class Cluster:
         if not 0 <= dst < self.n:
             return
         control = isinstance(msg, CONTROL)
-        if not self.link_up(src, dst) or self.rng.random() < self.net.loss:
+        down = self.down  # (`link_up`, written out: once per message)
+        if (down and (src, dst) in down) or self.rng.random() < self.net.loss:
             self._lost(src, inc, dst, msg, control, attempt=0)
             return
         self.sched.after_us(self.delay_us(src, dst), self._on_wire(src, inc, dst, msg))
@@ -439,7 +447,8 @@ class Cluster:
         return Delivery(src, msg, lambda: self._arrive(src, inc, dst, msg))
 
     def _arrive(self, src: int, inc: int, dst: int, msg: Message) -> None:
-        if not self.link_up(src, dst):  # cut while in flight
+        down = self.down
+        if down and (src, dst) in down:  # cut while in flight (`link_up`, written out)
             self._lost(src, inc, dst, msg, isinstance(msg, CONTROL), attempt=0)
             return
         br = self.brokers[dst]
@@ -688,6 +697,7 @@ class Cluster:
                 observe = True
             self._node_views[i] = nv
             self._reps[i] = _replica(new)
+            self._ctl_epochs[i] = st.controller_epoch if st is not None else None
             changed = True
         zk_key = (z.controller, z.controller_epoch, z.controller_epoch_version, z.assignment,
                   z.partition)
@@ -845,6 +855,11 @@ class Cluster:
             skip = self._state_skip(w)
             if self._prefixes_agree(w):
                 skip |= 4
+            g = w.ghost  # consistent_read, list_offsets_monotonic and the two controlled
+            # shutdown invariants each return None exactly when their flag is False
+            if not (g.conflicting_exposure or g.listed_backwards or g.stopped_as_leader
+                    or g.stopped_in_isr):
+                skip |= 8
             for i in _RUN_WITHOUT[skip]:  # inv.check_state(w, only)
                 why = i.check(w)
                 if why is not None:
@@ -853,9 +868,7 @@ class Cluster:
         # HW) and the controller epochs: when none of that moved since the last world they
         # were checked on, each compares a value with itself and holds, so the previous
         # world stays the one to compare against.
-        step_key = (view, w.zk.controller_epoch,
-                    tuple([n.state.controller_epoch if n.state is not None else None
-                           for n in w.nodes]))
+        step_key = (view, w.zk.controller_epoch, tuple(self._ctl_epochs))
         if step_key == self._step_key:
             return
         self._step_key = step_key
