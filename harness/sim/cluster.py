@@ -291,6 +291,7 @@ class Cluster:
         # per broker: (log, HW, exposure after it) when _observe last compared it
         self._exposure_seen: list[tuple[tuple[Record, ...], int, tuple[Record, ...]] | None] = (
             [None] * nodes)
+        self._exposure_behind = False  # see `project`
         self.hash = hashlib.sha256()
         self.trace: list[str] | None = None  # event lines, when asked for
         self.stepped = 0
@@ -709,8 +710,11 @@ class Cluster:
         # The ghost moves only with what `_observe` reads: whether a broker runs, its
         # replica's role, leader epoch and HW, its log, and the acknowledgements. A broker
         # that stepped without changing them (a fetch state, a timer, a purgatory, its
-        # controller) leaves the ghost as it is.
-        if observe or len(self.acked) != len(self.ghost.acked):
+        # controller) leaves the ghost as it is, unless the last call moved the exposure
+        # after comparing a leader with the older one: every call (on any change, as before)
+        # compares that leader again, so this one must run.
+        if (observe or len(self.acked) != len(self.ghost.acked)
+                or (changed and self._exposure_behind)):
             self._observe(nodes)
         if not changed and self._zk is self._world_zk and self.ghost is self._world_ghost:
             return None
@@ -746,6 +750,14 @@ class Cluster:
             elif len(prefix) > len(exposed):
                 exposed = prefix
             self._exposure_seen[i] = (seen[0], seen[1], exposed)
+        behind = False  # a leader compared before the exposure moved in this call
+        if exposed is not g.exposed:
+            for i, r in enumerate(reps):
+                if r is not None and r.role == Role.LEADER and r.high_watermark != 0:
+                    last = self._exposure_seen[i]
+                    if last is None or last[2] is not exposed:
+                        behind = True
+        self._exposure_behind = behind
         acked = g.acked if len(g.acked) == len(self.acked) else frozenset(self.acked)
         if (exposed is not g.exposed or conflict != g.conflicting_exposure
                 or leaders is not g.leaders or acked is not g.acked):
