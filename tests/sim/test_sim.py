@@ -307,8 +307,8 @@ def test_skipped_step_checks_and_ghost_updates_are_exact(monkeypatch: pytest.Mon
     (role, epoch, HW) or log moved, and skips the three log-prefix invariants when the
     common prefix lengths show they hold: at every projection and every check of these
     runs (one a bug switch that breaks strong_isr), the ghost equals the one `_observe`
-    keeps when called on every change of a projected node (as before), and each shortcut says "holds" only when spec's own checks find
-    nothing."""
+    keeps when called on every change of a projected node (as before), and each shortcut
+    says "holds" only when spec's own checks find nothing."""
     from spec import invariants as inv
     from spec.world import Ghost
 
