@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import struct
-from typing import Any
+from typing import Any, cast
 
 from broker.wire import FrameError, check_frame_size
 from broker.wire.framing import MIN_REQUEST_FRAME_BYTES
@@ -64,8 +64,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
     # -- asyncio callbacks ------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # a stream transport; uvloop's (TCPTransport) does not derive from asyncio.Transport
+        self.transport = cast(asyncio.Transport, transport)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         frame = self._frame
