@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -169,8 +170,8 @@ def event_loop_factory(
     unset and importable; asyncio's default loop otherwise (None). uvloop is libuv with its
     transports and callback machinery in C: the same broker code spends less CPU per request
     in the loop (bench/README.md, "uvloop as the broker's event loop")."""
-    if name == "asyncio":
-        return None
+    if name == "asyncio" or (name is None and os.environ.get("HIWATER_LOOPSTATS")):
+        return None  # unset and asked for loop diagnostics: they instrument asyncio's loop
     try:
         import uvloop
     except ImportError as e:

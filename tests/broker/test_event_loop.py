@@ -45,9 +45,14 @@ def test_config_key() -> None:
 
 
 def test_loop_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HIWATER_LOOPSTATS", raising=False)
     assert event_loop_factory("asyncio") is None  # asyncio.Runner's default loop
     assert event_loop_factory("uvloop") is uvloop.new_event_loop
     assert event_loop_factory(None) is uvloop.new_event_loop  # the default when importable
+    monkeypatch.setenv("HIWATER_LOOPSTATS", "/tmp")  # diagnostics that need asyncio's loop
+    assert event_loop_factory(None) is None
+    assert event_loop_factory("uvloop") is uvloop.new_event_loop
+    monkeypatch.delenv("HIWATER_LOOPSTATS")
     monkeypatch.setitem(sys.modules, "uvloop", None)  # import uvloop now raises ImportError
     assert event_loop_factory(None) is None  # unset: falls back to asyncio
     with pytest.raises(ConfigError, match=r"hiwater\.event\.loop.*uvloop cannot be imported"):
