@@ -486,6 +486,20 @@ class _OptionalStr(_Spec):
 
 
 @dataclass(frozen=True, slots=True)
+class _OptionalChoice(_Spec):
+    """One of a few words, or unset (the code picks)."""
+
+    allowed: tuple[str, ...]
+
+    def parse(self, key: str, raw: str) -> object:
+        return raw.strip() or None
+
+    def check(self, key: str, value: object) -> None:
+        if value is not None and value not in self.allowed:
+            raise ConfigError(key, value, f"expected one of {', '.join(self.allowed)}")
+
+
+@dataclass(frozen=True, slots=True)
 class _List(_Spec):
     """A comma list (Kafka's LIST type), optionally restricted to some words."""
 
@@ -816,6 +830,9 @@ class BrokerConfig:
     hiwater_bugs: tuple[str, ...] = _key(_Bugs(), ())
     # The broker's read-only replica-state endpoint (HTTP GET /replicas), off when unset.
     hiwater_admin_port: int | None = _key(_OptionalInt(0, 65535), None)
+    # The broker's event loop: uvloop (libuv) or the standard library's asyncio. Unset: uvloop
+    # when it can be imported, else asyncio (broker/runtime/main.py, bench/README.md "uvloop").
+    hiwater_event_loop: str | None = _key(_OptionalChoice(("asyncio", "uvloop")), None)
 
     # Keys that are not modelled (ignored Kafka keys and unknown keys), sorted, verbatim.
     other_properties: tuple[tuple[str, str], ...] = ()

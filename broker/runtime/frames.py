@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import struct
-from typing import Any
+from typing import Any, cast
 
 from broker.wire import FrameError, check_frame_size
 from broker.wire.framing import MIN_REQUEST_FRAME_BYTES
@@ -42,6 +42,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
                  ) -> None:
         self.max_frame_bytes = max_frame_bytes
         self.min_frame_bytes = min_frame_bytes
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop the connection is on
         self.transport: asyncio.Transport | None = None
         self._scratch = bytearray(SCRATCH_BYTES)
         self._view = memoryview(self._scratch)
@@ -64,8 +65,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
     # -- asyncio callbacks ------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # a stream transport; uvloop's (TCPTransport) does not derive from asyncio.Transport
+        self.transport = cast(asyncio.Transport, transport)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         frame = self._frame
@@ -177,7 +178,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 raise self._end
             if self._eof:
                 return None
-            loop = asyncio.get_running_loop()
+            loop = self._running_loop()
             w = self._waiter = loop.create_future()
             if timeout_s is not None:
                 deadline = self._deadline = loop.time() + timeout_s
@@ -210,7 +211,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         deadline = self._deadline
         if deadline is None:
             return
-        loop = asyncio.get_running_loop()
+        loop = self._running_loop()
         if loop.time() < deadline:
             self._timer_due = deadline
             self._timer = loop.call_at(deadline, self._on_timer)
@@ -219,6 +220,15 @@ class FrameProtocol(asyncio.BufferedProtocol):
         w = self._waiter
         if w is not None and not w.done():
             w.set_exception(TimeoutError())
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        """The connection's loop, looked up once: asyncio.get_running_loop() makes a
+        getpid() system call on every call in CPython 3.11 (its fork check, dropped in 3.12),
+        a few per request (bench/README.md, "uvloop as the broker's event loop")."""
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        return loop
 
     # -- bytes out (the StreamWriter calls the broker uses) -----------------------------------
 
@@ -232,7 +242,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
             raise ConnectionResetError("connection closed")
         if not self._paused_writing:
             return
-        w = self._drain_waiter = asyncio.get_running_loop().create_future()
+        w = self._drain_waiter = self._running_loop().create_future()
         await w
 
     @property

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker.recordbatch import HEADER_SIZE, unpack_header
+from broker.runtime.node import running_loop
 from broker.store.batch import validate_produced
 from broker.store.errors import InvalidRecordError, RecordTooLargeError, StoreError
 from broker.wire import (
@@ -107,6 +108,7 @@ class Response:
 class Apis:
     def __init__(self, broker: Broker) -> None:
         self.b = broker
+        self._loop: list[asyncio.AbstractEventLoop] = []  # running_loop's cache
 
     @property
     def node(self) -> Any:
@@ -381,7 +383,7 @@ class Apis:
         held (DelayedFetch) until new data or `max_wait` when nothing is there yet."""
         body = request_fields(req)
         follower = int(body.replica_id)
-        loop = asyncio.get_running_loop()
+        loop = running_loop(self._loop)
         deadline = loop.time() + max(0, body.max_wait.total_seconds())
         wanted = [(TopicPartition(t.topic, int(p.partition)), p)
                   for t in body.topics for p in t.partitions]
@@ -414,7 +416,7 @@ class Apis:
         same epoch), or the deadline. A change of the high watermark alone does not complete
         it (as in Kafka: the follower learns the HW with its next data, or when the wait
         expires); asking the core again for it was a wasted step per acks=all produce."""
-        loop = asyncio.get_running_loop()
+        loop = running_loop(self._loop)
         tps = [tp for tp, _ in wanted]
         epochs = {}
         for tp in tps:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import logging
 import os
 import threading
 import time
@@ -217,6 +218,12 @@ def _name(h: asyncio.events.Handle) -> str:
 def maybe_install(loop: asyncio.AbstractEventLoop) -> LoopStats | None:
     d = os.environ.get("HIWATER_LOOPSTATS")
     if not d:
+        return None
+    if not hasattr(loop, "_run_once") or not hasattr(loop, "_selector"):
+        # it instruments asyncio's own loop; uvloop runs its iterations in C
+        logging.getLogger("hiwater.broker").warning(
+            "HIWATER_LOOPSTATS ignored: it needs asyncio's event loop "
+            "(hiwater.event.loop=asyncio), this broker runs %s", type(loop).__module__)
         return None
     stats = LoopStats(Path(d) / f"broker-{os.getpid()}.jsonl")
     stats.install(loop)

@@ -112,6 +112,21 @@ class _Soon:
     key: TimerKey
 
 
+def running_loop(cache: list[asyncio.AbstractEventLoop]) -> asyncio.AbstractEventLoop:
+    """asyncio.get_running_loop(), looked up again only when the cached loop (`cache`, of one
+    object that lives on one loop at a time) is closed: get_running_loop() makes a getpid()
+    system call on every call in CPython 3.11 (its fork check, dropped in 3.12), several per
+    acks=all round (bench/README.md, "uvloop as the broker's event loop")."""
+    if cache:
+        loop = cache[0]
+        if not loop.is_closed():
+            return loop
+        cache.clear()
+    loop = asyncio.get_running_loop()
+    cache.append(loop)
+    return loop
+
+
 @dataclass
 class ReplyWaiters:
     """Futures of requests waiting for the core's answer, by key. A key may have several
@@ -121,9 +136,10 @@ class ReplyWaiters:
     # run synchronously right after their future is resolved (`watch`)
     hooks: dict[asyncio.Future[Any], Callable[[asyncio.Future[Any]], None]] = field(
         default_factory=dict)
+    _loop: list[asyncio.AbstractEventLoop] = field(default_factory=list, repr=False)
 
     def expect(self, key: object) -> asyncio.Future[Any]:
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[Any] = running_loop(self._loop).create_future()
         self.waiting.setdefault(key, collections.deque()).append(fut)
         return fut
 
@@ -272,6 +288,7 @@ class Node:
         self._poll_deadlines: list[tuple[float, int, asyncio.Future[None]]] = []
         self._poll_seq = 0
         self._poll_timer: asyncio.TimerHandle | None = None
+        self._loop: list[asyncio.AbstractEventLoop] = []  # running_loop's cache
         self._poll_due = 0.0
         self._next_request_id = 0
         self.failed: BaseException | None = None
@@ -647,7 +664,7 @@ class Node:
         `timeout_s` (Kafka's DelayedFetch completion conditions, as one wake-up)."""
         if timeout_s <= 0:
             return
-        loop = asyncio.get_running_loop()
+        loop = running_loop(self._loop)
         fut: asyncio.Future[None] = loop.create_future()
         keys = list(dict.fromkeys(tps))
         for tp in keys:
@@ -683,7 +700,7 @@ class Node:
 
     def _expire_polls(self) -> None:
         self._poll_timer = None
-        loop = asyncio.get_running_loop()
+        loop = running_loop(self._loop)
         now = loop.time()
         heap = self._poll_deadlines
         while heap:

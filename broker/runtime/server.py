@@ -88,6 +88,7 @@ REGISTRATION_WAIT_S = 10.0
 LOCAL_CONTROL_RETRY_S = 0.5  # own controller's LeaderAndIsr while ZooKeeper cannot answer
 SHUTDOWN_CANCEL_S = 5.0
 PRODUCER_ID_BLOCK = 1000
+SENDFILE_FALLBACK_CHUNK = 256 * 1024  # pread size where the loop has no sendfile (uvloop)
 
 
 @functools.cache
@@ -178,9 +179,23 @@ async def _sendfile(conn: FrameProtocol, region: FileRegion) -> None:
                 pass
         if left > 0:
             await conn.drain()
+            loop = asyncio.get_running_loop()
+            if not isinstance(loop, asyncio.BaseEventLoop):
+                # uvloop has no loop.sendfile (asyncio's fallback lives in BaseEventLoop):
+                # the rest goes as pread chunks through the transport, which queues what the
+                # socket cannot take and pauses us (drain) past its high-water mark
+                while left > 0:
+                    data = os.pread(fd, min(left, SENDFILE_FALLBACK_CHUNK), position)
+                    if not data:
+                        raise OSError(f"file region {region} ends early")
+                    conn.write(data)
+                    position += len(data)
+                    left -= len(data)
+                    await conn.drain()
+                return
             f = open(fd, "rb", buffering=0, closefd=False)  # noqa: SIM115
             try:
-                await asyncio.get_running_loop().sendfile(transport, f, position, left)
+                await loop.sendfile(transport, f, position, left)
             except RuntimeError as e:  # "Transport is closing" (reference §3.3, 6)
                 raise ConnectionError(str(e)) from e
             finally:
