@@ -14,6 +14,7 @@ import dataclasses
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TypeVar, assert_never, cast
 
 from core import effects as fx
@@ -117,6 +118,12 @@ _GHOST_EXPOSED = Ghost._fields.index("exposed")
 _GHOST_CONFLICT = Ghost._fields.index("conflicting_exposure")
 _GHOST_LEADERS = Ghost._fields.index("leaders")
 _ZK_PARTITION = Zk._fields.index("partition")
+_LI_VERSION = LeaderIsr._fields.index("zk_version")
+
+
+_NODE_STATE = cast("Callable[[Node], BrokerState | None]", itemgetter(0))
+_NODE_DISK = cast("Callable[[Node], Disk]", itemgetter(1))
+_NODE_INBOX = cast("Callable[[Node], tuple[str, ...]]", itemgetter(3))
 
 
 class _Builder:
@@ -140,10 +147,11 @@ class _Builder:
     def __init__(self, w: World) -> None:
         self.world = w
         self.nodes = w.nodes
-        self.states = [n.state for n in w.nodes]
-        self.disks = [n.disk for n in w.nodes]
-        self.timers: list[set[TimerKey] | None] = [None] * len(w.nodes)
-        self.inboxes = [n.inbox for n in w.nodes]
+        nodes = w.nodes
+        self.states = list(map(_NODE_STATE, nodes))
+        self.disks = list(map(_NODE_DISK, nodes))
+        self.timers: list[set[TimerKey] | None] = [None] * len(nodes)
+        self.inboxes = list(map(_NODE_INBOX, nodes))
         self.zk = w.zk
         self.network = w.network  # sorted; what this action sends is kept apart in `sent`
         self.sent: list[InFlight] = []
@@ -375,7 +383,10 @@ def _normalize_versions(w: World) -> World:
     rank[-1] = -1
 
     def li(x: LeaderIsr | None) -> LeaderIsr | None:
-        return None if x is None else x._replace(zk_version=rank[x.zk_version])
+        if x is None:
+            return None
+        v = rank[x.zk_version]
+        return x if v == x.zk_version else _set1(x, _LI_VERSION, v)
 
     nodes = []
     key = tuple(ordered)
@@ -409,17 +420,23 @@ def _normalize_versions(w: World) -> World:
                     message=dataclasses.replace(m.message, partitions=infos)))
             m = moved[1]
         network.append(m)
-    pending = tuple(
-        pw._replace(write=dataclasses.replace(
-            pw.write, expected_zk_version=rank[pw.write.expected_zk_version],
-            proposed=pw.write.proposed._replace(zk_version=rank[pw.write.proposed.zk_version])))
-        for pw in w.zk.pending
-    )
+    zk = w.zk
+    partition = li(zk.partition)
+    if zk.pending:
+        pending = tuple(
+            pw._replace(write=dataclasses.replace(
+                pw.write, expected_zk_version=rank[pw.write.expected_zk_version],
+                proposed=pw.write.proposed._replace(
+                    zk_version=rank[pw.write.proposed.zk_version])))
+            for pw in zk.pending
+        )
+        zk = zk._replace(partition=partition, pending=pending)
+    elif partition is not zk.partition:
+        zk = _set1(zk, _ZK_PARTITION, partition)
     # The network stays sorted: the ranks keep the versions' order, and messages of other
     # kinds are unchanged (an in-flight message compares by destination, source and kind
     # before its content).
-    return World(tuple(nodes), w.zk._replace(partition=li(w.zk.partition), pending=pending),
-                 tuple(network), w.ghost)
+    return _world(World, (tuple(nodes), zk, tuple(network), w.ghost))
 
 
 # Messages that travel as one action with their answer in `rpc` network mode.
@@ -462,6 +479,7 @@ class Model:
         self._rpc = bounds.network == "rpc"
         self._recovered: dict[tuple[int, tuple[DurableReplica, ...]], BrokerState] = {}
         self._produces: dict[int, ev.ProduceReceived] = {}
+        self._in_flight: dict[tuple[int, int, int], tuple[Message, InFlight]] = {}
         # ZooKeeper's answers and notifications, one event object per value (`_shared`), so
         # the memoized step finds them by identity instead of hashing a fresh dataclass
         self._zk_events: dict[object, ev.Event] = {}
@@ -537,6 +555,16 @@ class Model:
     # successors
 
     def successors(self, w: World) -> list[tuple[Action, World]]:
+        """Every action enabled in w, with the world it leads to (tidy: `tidy`), in a fixed
+        order; w itself for an action that changes nothing."""
+        tidy = self.tidy
+        return [(a, s if s is w else tidy(s)) for a, s in self.successors_untidied(w)]
+
+    def successors_untidied(self, w: World) -> list[tuple[Action, World]]:
+        """`successors` before `tidy`: the search tidies only the worlds whose canonical key
+        it has not met for the untidied world's parts (`Canonicalizer.key_tidy`): most
+        successors lead to known states. Within the bounds already (`tidy` changes no
+        epoch)."""
         out: list[tuple[Action, World]] = []
         b = self.bounds
         g = w.ghost
@@ -571,10 +599,23 @@ class Model:
                 dup = tuple(sorted((*w.network, m)))
                 out.append((("duplicate", m.dst, m.src, m.kind, k),
                             w._replace(network=dup, ghost=g._replace(duplicates=g.duplicates + 1))))
+        step = self.step
         for i, node in enumerate(w.nodes):
-            if node.state is None or not node.timers:
+            st = node.state
+            if st is None or not node.timers:
                 continue
             for key, text, fired in self._timer_plan(node.timers):
+                # A timer whose step leaves the broker's state as it was and only re-arms
+                # it (a lag check that finds nothing, about one transition in six) changes
+                # nothing: `_act` would disarm it, re-arm it, observe unchanged leaders
+                # (`_observe` is idempotent and w was observed when it was built) and
+                # return w itself from `freeze`. Known from the memoized step alone.
+                after, effects = step(st, fired)
+                if after is st and len(effects) == 1:
+                    e = effects[0]
+                    if type(e) is fx.SetTimer and (e.key is key or e.key == key):
+                        out.append((("timer", i, text), w))
+                        continue
                 out += self._act(w, ("timer", i, text), i, fired, disarm=key)
         if g.next_record < b.records:
             for i, node in enumerate(w.nodes):
@@ -594,10 +635,19 @@ class Model:
         out += self._shutdowns(w)
         for k, pw in enumerate(w.zk.pending):
             out += self._complete_write(w, k, pw)
-        within = self._within_bounds
-        tidy = self._tidy
-        # w itself (an action that changed nothing) is tidy and within the bounds already
-        return [(a, s if s is w else tidy(s)) for a, s in out if s is w or within(s)]
+        # w itself (an action that changed nothing) is within the bounds already; the rest
+        # leave out a leader epoch or a controller epoch beyond the bounds
+        max_leader_epoch, max_controller_epoch = self._max_leader_epoch, self._max_controller_epoch
+        kept: list[tuple[Action, World]] = []
+        for a, s in out:
+            if s is not w:
+                zk = s.zk
+                p = zk.partition
+                if ((p is not None and p.leader_epoch >= max_leader_epoch)
+                        or zk.controller_epoch > max_controller_epoch):
+                    continue
+            kept.append((a, s))
+        return kept
 
     def _timer_plan(self, timers: frozenset[TimerKey]) -> tuple[
             tuple[TimerKey, str, ev.TimerFired], ...]:
@@ -650,7 +700,11 @@ class Model:
         self._deliveries[id(m)] = (m, event)
         return event
 
-    def _tidy(self, w: World) -> World:
+    def tidy(self, w: World) -> World:
+        """w without LeaderAndIsr requests their targets will ignore (`_inert`), its znode
+        versions renumbered densely (`_normalize_versions`). A function of w's value that
+        commutes with renaming brokers and changes no epoch; a tidy world stays as it is
+        (the very object)."""
         nodes = w.nodes
         for m in w.network:
             if m.kind == _LEADER_AND_ISR and _inert(m, nodes, True):
@@ -658,13 +712,6 @@ class Model:
                           tuple(m for m in w.network if not _inert(m, nodes, True)), w.ghost)
                 break
         return _normalize_versions(w)
-
-    def _within_bounds(self, w: World) -> bool:
-        zk = w.zk
-        p = zk.partition
-        if p is not None and p.leader_epoch >= self._max_leader_epoch:
-            return False
-        return zk.controller_epoch <= self._max_controller_epoch
 
     def _complete_write(self, w: World, k: int, pw: PendingWrite) -> list[tuple[Action, World]]:
         """ZooKeeper applies (or rejects) a leader's ISR write that was in flight."""
@@ -964,7 +1011,20 @@ class Model:
             self._send(bld, i, send.dst, send.message, queue)
             return
         if t is fx.SetTimer:
-            bld.timer_set(i).add(cast(fx.SetTimer, e).key)
+            key = cast(fx.SetTimer, e).key
+            armed = bld.timers[i]
+            if armed is not None:
+                armed.add(key)
+            elif key not in bld.nodes[i].timers:  # re-arming an armed timer changes nothing
+                bld.timer_set(i).add(key)
+            return
+        if t is fx.CancelTimer:
+            key = cast(fx.CancelTimer, e).key
+            armed = bld.timers[i]
+            if armed is not None:
+                armed.discard(key)
+            elif key in bld.nodes[i].timers:
+                bld.timer_set(i).discard(key)
             return
         if t is fx.CheckpointHighWatermark:
             hw = cast(fx.CheckpointHighWatermark, e).high_watermark
@@ -1045,7 +1105,16 @@ class Model:
             if bld.states[dst] is not None:
                 queue.append((dst, self._received(src, msg) if event is None else event))
             return
-        bld.sent.append(InFlight(dst, src, _kind(msg), msg))
+        # one in-flight object per (message object, destination, source), held: memoized
+        # steps send the same message objects again, and the canonical key, the delivery
+        # events and the renumbering then find the message by identity
+        hit = self._in_flight.get((id(msg), dst, src))
+        if hit is None or hit[0] is not msg:
+            if len(self._in_flight) >= 100_000:
+                self._in_flight.clear()
+            hit = self._in_flight[(id(msg), dst, src)] = (msg, InFlight(dst, src, _kind(msg),
+                                                                         msg))
+        bld.sent.append(hit[1])
 
     def _received(self, src: int, msg: Message) -> ev.MessageReceived:
         """The event delivering msg from src. Memoized steps hand out the same effects, so

@@ -89,17 +89,20 @@ class _Expander:
         counts: list[int] = []
         cands: list[Candidate] = []
         worlds: list[World] = []
-        key, seen = self.canon.key, self.seen
+        key_tidy, seen = self.canon.key_tidy, self.seen
+        successors, tidy = self.model.successors_untidied, self.model.tidy
         for pos, w in level:
-            succs = self.model.successors(w)
+            succs = successors(w)
             counts.append(len(succs))
             for j, (action, nxt) in enumerate(succs):
                 if nxt is w:  # an action that changed nothing: w's own key, met before
                     continue
-                nk = key(nxt)
+                # the key of the tidy world, without tidying when the key is known
+                nk, tidied = key_tidy(nxt, tidy)
                 if nk in seen:
                     continue
                 seen.add(nk)
+                nxt = tidy(nxt) if tidied is None else tidied
                 bad = check_step(w, nxt, self.only) or self.state_violation(nxt)
                 cands.append((pos, j, nk, action, bad))
                 worlds.append(nxt)

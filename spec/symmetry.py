@@ -41,7 +41,7 @@ import dataclasses
 import enum
 import hashlib
 import itertools
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any, cast
 
 from core.messages import BatchInfo
@@ -142,6 +142,7 @@ class Canonicalizer:
         self._keys: dict[tuple[int, ...], Hashable] = {}
         self._resets = 0
         self._plains: dict[int, tuple[object, Any]] = {}
+        self._candidate_lists: dict[tuple[Any, ...], list[int]] = {}
 
     def _reset_parts(self) -> None:
         """Forget every part, entry and key at once: the key cache names entries by id and
@@ -316,6 +317,18 @@ class Canonicalizer:
             if 0 <= m.dst < n:
                 counts[m.dst] += 1
         c = w.zk.controller
+        # the candidates are a function of the signatures (few values): remembered
+        memo = (*[e[0] for e in node_entries], c, *counts)
+        out = self._candidate_lists.get(memo)
+        if out is None:
+            if len(self._candidate_lists) >= 100_000:
+                self._candidate_lists.clear()
+            out = self._candidate_lists[memo] = self._candidates_of(node_entries, c, counts)
+        return out
+
+    def _candidates_of(self, node_entries: list[list[Any]], c: int,
+                       counts: list[int]) -> list[int]:
+        n = self.n
         sigs = [(node_entries[b][0], b == c, counts[b]) for b in range(n)]
         order = sorted(range(n), key=sigs.__getitem__)
         groups: list[list[int]] = []
@@ -344,10 +357,39 @@ class Canonicalizer:
         messages, as one flat tuple of ints (the number of brokers is fixed, so it parses
         one way); the smallest such tuple over the candidates. The same for every world of
         an orbit, and compact to store. Remembered per tuple of part entries (by id)."""
+        resets = self._resets
+        ident, entries = self._ident(w)
+        found = self._keys.get(ident)
+        if found is None:
+            found = self._compute_key(w, *entries)
+            if resets == self._resets:  # else some entries here are orphans: ids not stable
+                self._keys[ident] = found
+        return found
+
+    def key_tidy(self, w: World, tidy: Callable[[World], World]) -> tuple[Hashable, World | None]:
+        """`key(tidy(w))` for a world not tidied yet (`Model.successors_untidied`), and
+        tidy(w) when it was computed: None when the key was known for w's parts, so the
+        search tidies only the worlds it keeps. Sound because tidy is a function of the
+        world's value (equal parts, equal tidy world) that leaves a tidy world as it is:
+        the key remembered for an untidied world's parts is its tidy world's, and a world
+        whose parts equal a tidy world's is that tidy world."""
+        resets = self._resets
+        ident, entries = self._ident(w)
+        found = self._keys.get(ident)
+        if found is not None:
+            return found, None
+        t = tidy(w)
+        found = self._compute_key(w, *entries) if t is w else self.key(t)
+        if resets == self._resets:
+            self._keys[ident] = found
+        return found, t
+
+    def _ident(self, w: World) -> tuple[tuple[int, ...], tuple[
+            list[list[Any]], list[Any], list[Any], list[list[Any]]]]:
+        """The identities of w's part entries (the key cache's index), and the entries."""
         if len(self._keys) >= 2 * self.cache_size:
             self._keys.clear()  # the entries it names stay alive in their tables
         entry, by_id = self._entry, self._by_id
-        resets = self._resets
         node_entries = []
         for x in w.nodes:  # the identity lookup of `_entry`, inline: most parts are shared
             hit = by_id.get(id(x))
@@ -366,12 +408,7 @@ class Canonicalizer:
             msg_entries.append(hit[1] if hit is not None and hit[0] is m
                                else entry(self._msgs, m))
         ident = tuple(map(id, [*node_entries, zk_entry, ghost_entry, *msg_entries]))
-        found = self._keys.get(ident)
-        if found is None:
-            found = self._compute_key(w, node_entries, zk_entry, ghost_entry, msg_entries)
-            if resets == self._resets:  # else some entries here are orphans: ids not stable
-                self._keys[ident] = found
-        return found
+        return ident, (node_entries, zk_entry, ghost_entry, msg_entries)
 
     def _compute_key(self, w: World, node_entries: list[list[Any]], zk_entry: list[Any],
                      ghost_entry: list[Any], msg_entries: list[list[Any]]) -> Hashable:
