@@ -87,6 +87,10 @@ CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
 REGISTRATION_WAIT_S = 10.0
 LOCAL_CONTROL_RETRY_S = 0.5  # own controller's LeaderAndIsr while ZooKeeper cannot answer
 SHUTDOWN_CANCEL_S = 5.0
+# How long a Metadata request waits for a topic's partition count from ZooKeeper. Kafka
+# answers Metadata from its cache alone; ours reads the count once per topic, and a broker
+# cut off from ZooKeeper (its one ZooKeeper thread busy retrying) must still answer in time.
+TOPIC_COUNT_WAIT_S = 1.0
 PRODUCER_ID_BLOCK = 1000
 SENDFILE_FALLBACK_CHUNK = 256 * 1024  # pread size where the loop has no sendfile (uvloop)
 
@@ -227,6 +231,7 @@ class Broker:
         self._housekeeping: asyncio.Task[None] | None = None
         self._rng = random.Random()
         self._partition_counts: dict[str, int] = {}  # topic_complete's cache (ZooKeeper)
+        self._count_reads: dict[str, asyncio.Future[Any]] = {}  # one read in flight a topic
         self._replication_loaded: set[str] = set()  # topics whose config the core was given
         # The controller's requests to this broker itself, waiting for their topics' configs;
         # bounded by what one controller sends one broker (a request per control change).
@@ -543,10 +548,16 @@ class Broker:
         topic's znode, read once per topic (again only while the topic looks incomplete)."""
         if self._partition_counts.get(topic) == known:
             return True
-        assert self.zkd is not None and self.zk is not None
-        zk = self.zk
+        read = self._count_reads.get(topic)
+        if read is None:
+            read = self._count_reads[topic] = self._read_partition_count(topic)
         try:
-            assignment = await self.zkd.call(lambda: zk.topic_assignment(topic))
+            # the read goes on if we stop waiting: a later Metadata request waits on it again
+            assignment = await asyncio.wait_for(asyncio.shield(read), TOPIC_COUNT_WAIT_S)
+        except TimeoutError:
+            log.info("partition count of %s: no answer from ZooKeeper within %.1f s", topic,
+                     TOPIC_COUNT_WAIT_S)
+            return True  # as when ZooKeeper is unavailable: show what this broker knows
         except Exception as e:
             log.info("partition count of %s unavailable: %s", topic, e)
             return True
@@ -555,6 +566,21 @@ class Broker:
             return True  # being deleted: show what is left
         self._partition_counts[topic] = len(assignment)
         return known >= len(assignment)
+
+    def _read_partition_count(self, topic: str) -> asyncio.Future[Any]:
+        """The topic's assignment read on the ZooKeeper thread; forgotten once it ends."""
+        assert self.zkd is not None and self.zk is not None
+        zk = self.zk
+        read = asyncio.ensure_future(self.zkd.call(lambda: zk.topic_assignment(topic)))
+
+        def done(f: asyncio.Future[Any]) -> None:
+            if self._count_reads.get(topic) is f:
+                del self._count_reads[topic]
+            if not f.cancelled():
+                f.exception()  # retrieved: nobody may be waiting on it any more
+
+        read.add_done_callback(done)
+        return read
 
     def _topic_ready(self, topic: str, partitions: int) -> bool:
         # All `partitions` must be known: the controller publishes a new topic's partitions one
