@@ -24,6 +24,7 @@ import collections
 import struct
 from typing import Any, cast
 
+from broker.runtime.ports import running_loop
 from broker.wire import FrameError, check_frame_size
 from broker.wire.framing import MIN_REQUEST_FRAME_BYTES
 
@@ -42,7 +43,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
                  ) -> None:
         self.max_frame_bytes = max_frame_bytes
         self.min_frame_bytes = min_frame_bytes
-        self._loop: asyncio.AbstractEventLoop | None = None  # the loop the connection is on
+        self._loop: list[asyncio.AbstractEventLoop] = []  # running_loop's cache
         self.transport: asyncio.Transport | None = None
         self._scratch = bytearray(SCRATCH_BYTES)
         self._view = memoryview(self._scratch)
@@ -178,7 +179,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 raise self._end
             if self._eof:
                 return None
-            loop = self._running_loop()
+            loop = running_loop(self._loop)
             w = self._waiter = loop.create_future()
             if timeout_s is not None:
                 deadline = self._deadline = loop.time() + timeout_s
@@ -211,7 +212,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         deadline = self._deadline
         if deadline is None:
             return
-        loop = self._running_loop()
+        loop = running_loop(self._loop)
         if loop.time() < deadline:
             self._timer_due = deadline
             self._timer = loop.call_at(deadline, self._on_timer)
@@ -220,15 +221,6 @@ class FrameProtocol(asyncio.BufferedProtocol):
         w = self._waiter
         if w is not None and not w.done():
             w.set_exception(TimeoutError())
-
-    def _running_loop(self) -> asyncio.AbstractEventLoop:
-        """The connection's loop, looked up once: asyncio.get_running_loop() makes a
-        getpid() system call on every call in CPython 3.11 (its fork check, dropped in 3.12),
-        a few per request (bench/README.md, "uvloop as the broker's event loop")."""
-        loop = self._loop
-        if loop is None:
-            loop = self._loop = asyncio.get_running_loop()
-        return loop
 
     # -- bytes out (the StreamWriter calls the broker uses) -----------------------------------
 
@@ -242,7 +234,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
             raise ConnectionResetError("connection closed")
         if not self._paused_writing:
             return
-        w = self._drain_waiter = self._running_loop().create_future()
+        w = self._drain_waiter = running_loop(self._loop).create_future()
         await w
 
     @property

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker.recordbatch import HEADER_SIZE, unpack_header
-from broker.runtime.node import running_loop
+from broker.runtime.ports import running_loop
 from broker.store.batch import validate_produced
 from broker.store.errors import InvalidRecordError, RecordTooLargeError, StoreError
 from broker.wire import (

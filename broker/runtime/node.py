@@ -43,6 +43,7 @@ from broker.runtime.ports import (
     Clock,
     Transport,
     ZkEffects,
+    running_loop,
 )
 from broker.store.config import LogConfig
 from broker.store.log import Log
@@ -110,21 +111,6 @@ class _Soon:
     event; skipped when the core re-armed or cancelled the key before it ran."""
 
     key: TimerKey
-
-
-def running_loop(cache: list[asyncio.AbstractEventLoop]) -> asyncio.AbstractEventLoop:
-    """asyncio.get_running_loop(), looked up again only when the cached loop (`cache`, of one
-    object that lives on one loop at a time) is closed: get_running_loop() makes a getpid()
-    system call on every call in CPython 3.11 (its fork check, dropped in 3.12), several per
-    acks=all round (bench/README.md, "uvloop as the broker's event loop")."""
-    if cache:
-        loop = cache[0]
-        if not loop.is_closed():
-            return loop
-        cache.clear()
-    loop = asyncio.get_running_loop()
-    cache.append(loop)
-    return loop
 
 
 @dataclass
