@@ -12,7 +12,11 @@ machine, and printed as ratios:
   against a sink, a one-node fake Kafka broker in another process that answers Produce
   acks=all at once (broker.wire codecs; it keeps the batches in memory); then the same
   confluent Consumer against the sink, which serves Fetch from those in-memory batches;
-- the real thing: LocalCluster with 3 brokers, min.insync.replicas=2, a topic with RF 3;
+- the real thing: LocalCluster with 3 brokers, min.insync.replicas=2, a topic with RF 3,
+  in the steady page cache of a long-running broker (a memory cgroup of --page-cache-mib,
+  full of clean page cache before the cluster starts, so new log pages reuse reclaimed ones;
+  on a fresh VM a never-touched page costs ~2.5 CPU-s per GB, tripled by RF 3: see
+  bench/_page_cache.py; the fill's cost is printed, and --page-cache-mib 0 measures cold);
   produce acks=all (MB/s, rec/s; p50/p99 latency from delivery callbacks, both at saturation
   and in a paced run at half the measured rate), then a caught-up consume of the same data
   (Consumer.assign from offset 0); CPU of every process per phase, as CPU-s per GB.
@@ -86,6 +90,9 @@ from broker.wire import (
     response_class,
 )
 from harness.clients.logs import quiet_logger  # librdkafka's lines off stderr
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _page_cache import SteadyPageCache  # bench/ is not a package
 
 MB = 1_000_000
 MiB = 1 << 20
@@ -920,6 +927,8 @@ def soak(args: argparse.Namespace, value: bytes) -> None:
     root = Path(tempfile.mkdtemp(prefix="hiwater-broker-soak-"))
     # Retention bounds the disk as it would in production: at half load (~50-100 MB/s, RF 3)
     # ten minutes would otherwise write 100+ GB (it filled this machine's disk once).
+    page_cache = SteadyPageCache(args.page_cache_mib, root).__enter__()
+    print(page_cache.describe())
     cluster = LocalCluster(root / "cluster", 3, {"min.insync.replicas": "2",
                                                  "log.retention.check.interval.ms": "5000"})
     cluster.start(wait=False)
@@ -1038,6 +1047,7 @@ def soak(args: argparse.Namespace, value: bytes) -> None:
               "(flat: growth <= max(20 MB, 20 %) per broker process after its first minute)")
     finally:
         cluster.stop()
+        page_cache.__exit__(None, None, None)
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -1047,8 +1057,11 @@ def latency_only(args: argparse.Namespace, value: bytes) -> None:
     printed for each round so before/after runs can be compared on cost as well."""
     root = Path(tempfile.mkdtemp(prefix="hiwater-broker-bench-"))
     P, every = args.partitions, args.latency_every
+    stack = contextlib.ExitStack()
     python = _profiling_python(args.profile.resolve()) if args.profile else sys.executable
     try:
+        page_cache = stack.enter_context(SteadyPageCache(args.page_cache_mib, root))
+        print(page_cache.describe())
         cluster = LocalCluster(root / "cluster", 3, {"min.insync.replicas": "2"}, python=python)
         cluster.start(wait=False)
         try:
@@ -1093,6 +1106,7 @@ def latency_only(args: argparse.Namespace, value: bytes) -> None:
             print_profiles(args.profile.resolve())
         print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     finally:
+        stack.close()
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -1128,6 +1142,10 @@ def main() -> None:
     ap.add_argument("--quiet-limit", type=float, default=30.0,
                     help="start a run only when foreign CPU <= this %% of a core (bounded wait)")
     ap.add_argument("--quick", action="store_true", help="smoke run, under a minute")
+    ap.add_argument("--page-cache-mib", type=int, default=6144, metavar="MIB",
+                    help="run the cluster in a memory cgroup of this size, filled with clean "
+                         "page cache first, as a long-running broker's is (needs root; "
+                         "bench/_page_cache.py says why); 0: fresh memory, as booted")
     ap.add_argument("--profile", type=Path, help="run the brokers under cProfile into DIR")
     ap.add_argument("--compare", metavar="BOOTSTRAP",
                     help="also run the same producer/consumer against this Kafka-protocol "
@@ -1149,6 +1167,7 @@ def main() -> None:
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     if args.quick:
         args.records, args.rounds, args.loopback_mib = 20_000, 1, 256
+        args.page_cache_mib = min(args.page_cache_mib, 2048)
         args.paced_seconds, QUIET["timeout"] = 2.0, 5.0
     QUIET["limit"] = args.quiet_limit
     value = os.urandom(VALUE_BYTES)
@@ -1165,6 +1184,7 @@ def main() -> None:
           f"round, topic {P} partitions; producer acks=all linger.ms={args.linger_ms:g} "
           f"batch.size={args.batch_size} max.in.flight={args.max_in_flight}, no compression; "
           f"CPU % below are of one core, 'foreign' = processes not started by this benchmark")
+    stack = contextlib.ExitStack()
     try:
         # (a), (b): raw loopback
         tcp, sf, fg = [], [], []
@@ -1221,7 +1241,9 @@ def main() -> None:
                       f"{c.cpu.pct(c.cpu.foreign_s):.0f}")
         sink_p, sink_c = med(r.mbs for r in sp), med(c.mbs for c in sc)
 
-        # the real cluster
+        # the real cluster, in a steady page cache (bench/_page_cache.py)
+        page_cache = stack.enter_context(SteadyPageCache(args.page_cache_mib, root))
+        print(page_cache.describe())
         python = _profiling_python(args.profile.resolve()) if args.profile else sys.executable
         cluster = LocalCluster(root / "cluster", 3, {"min.insync.replicas": "2"}, python=python)
         t = time.perf_counter()
@@ -1306,6 +1328,15 @@ def main() -> None:
                   f"= {med(touch) / 4096 * 1e3:.1f} CPU-s per GB of new memory")
         table.add("append to page cache (new file)", f"{med(app):,.0f} MB/s",
                   f"{med(app_cpu):.2f} CPU-s/GB")
+        if page_cache.active:
+            table.add("  the cluster's page cache", f"{page_cache.mib:,} MiB",
+                      f"full before it started; an append into it "
+                      f"{page_cache.append_cpu_s_per_gb:.2f} CPU-s/GB (filling it: "
+                      f"{page_cache.fill_cpu_s_per_gb:.2f} CPU-s/GB, the VM's first touch)")
+        else:
+            table.add("  the cluster's page cache", "unbounded",
+                      page_cache.why.removeprefix("not bounded: ")
+                      + "; on a fresh VM this can add ~2.5 CPU-s per GB stored")
         table.add("confluent producer vs sink", f"{sink_p:,.0f} MB/s",
                   f"{sink_p / tcp_m:.3f} of TCP")
         table.add("confluent consumer vs sink", f"{sink_c:,.0f} MB/s",
@@ -1362,6 +1393,7 @@ def main() -> None:
         if args.profile:
             print_profiles(args.profile.resolve())
     finally:
+        stack.close()
         shutil.rmtree(root, ignore_errors=True)
     print(f"total {time.perf_counter() - started:.0f} s")
 
