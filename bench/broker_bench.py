@@ -16,7 +16,10 @@ machine, and printed as ratios:
   in the steady page cache of a long-running broker (a memory cgroup of --page-cache-mib,
   full of clean page cache before the cluster starts, so new log pages reuse reclaimed ones;
   on a fresh VM a never-touched page costs ~2.5 CPU-s per GB, tripled by RF 3: see
-  bench/_page_cache.py; the fill's cost is printed, and --page-cache-mib 0 measures cold);
+  bench/_page_cache.py; the fill's cost is printed, and --page-cache-mib 0 measures cold),
+  its log.dirs on ext4 mounted nodelalloc as Kafka's ext4 notes advise (delayed allocation
+  stalled appends 20-170 ms behind writeback: bench/_data_fs.py; --data-fs-mib 0 uses the
+  scratch directory's filesystem);
   produce acks=all (MB/s, rec/s; p50/p99 latency from delivery callbacks, both at saturation
   and in a paced run at half the measured rate), then a caught-up consume of the same data
   (Consumer.assign from offset 0); CPU of every process per phase, as CPU-s per GB.
@@ -92,7 +95,8 @@ from broker.wire import (
 from harness.clients.logs import quiet_logger  # librdkafka's lines off stderr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _page_cache import SteadyPageCache  # bench/ is not a package
+from _data_fs import DataFs  # bench/ is not a package
+from _page_cache import SteadyPageCache
 
 MB = 1_000_000
 MiB = 1 << 20
@@ -927,9 +931,11 @@ def soak(args: argparse.Namespace, value: bytes) -> None:
     root = Path(tempfile.mkdtemp(prefix="hiwater-broker-soak-"))
     # Retention bounds the disk as it would in production: at half load (~50-100 MB/s, RF 3)
     # ten minutes would otherwise write 100+ GB (it filled this machine's disk once).
+    data_fs = DataFs(args.data_fs_mib, root).__enter__()
+    print(data_fs.describe())
     page_cache = SteadyPageCache(args.page_cache_mib, root).__enter__()
     print(page_cache.describe())
-    cluster = LocalCluster(root / "cluster", 3, {"min.insync.replicas": "2",
+    cluster = LocalCluster(data_fs.path / "cluster", 3, {"min.insync.replicas": "2",
                                                  "log.retention.check.interval.ms": "5000"})
     cluster.start(wait=False)
     try:
@@ -1048,6 +1054,7 @@ def soak(args: argparse.Namespace, value: bytes) -> None:
     finally:
         cluster.stop()
         page_cache.__exit__(None, None, None)
+        data_fs.__exit__(None, None, None)
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -1060,9 +1067,12 @@ def latency_only(args: argparse.Namespace, value: bytes) -> None:
     stack = contextlib.ExitStack()
     python = _profiling_python(args.profile.resolve()) if args.profile else sys.executable
     try:
+        data_fs = stack.enter_context(DataFs(args.data_fs_mib, root))
+        print(data_fs.describe())
         page_cache = stack.enter_context(SteadyPageCache(args.page_cache_mib, root))
         print(page_cache.describe())
-        cluster = LocalCluster(root / "cluster", 3, {"min.insync.replicas": "2"}, python=python)
+        cluster = LocalCluster(data_fs.path / "cluster", 3, {"min.insync.replicas": "2"},
+                               python=python)
         cluster.start(wait=False)
         try:
             cluster.wait_ready(timeout_s=90.0)
@@ -1142,6 +1152,10 @@ def main() -> None:
     ap.add_argument("--quiet-limit", type=float, default=30.0,
                     help="start a run only when foreign CPU <= this %% of a core (bounded wait)")
     ap.add_argument("--quick", action="store_true", help="smoke run, under a minute")
+    ap.add_argument("--data-fs-mib", type=int, default=16384, metavar="MIB",
+                    help="the brokers' log.dirs on an ext4 image of this size mounted nodelalloc, "
+                         "as Kafka's ext4 notes advise (needs root; bench/_data_fs.py says "
+                         "why); 0: the scratch directory's own filesystem")
     ap.add_argument("--page-cache-mib", type=int, default=6144, metavar="MIB",
                     help="run the cluster in a memory cgroup of this size, filled with clean "
                          "page cache first, as a long-running broker's is (needs root; "
@@ -1162,12 +1176,16 @@ def main() -> None:
     ap.add_argument("--soak-down", type=float, default=10.0,
                     help="seconds a killed leader stays down in the soak")
     args = ap.parse_args()
+    # SIGTERM (timeout, kill) unwinds like ^C, so the cluster is stopped and the page-cache
+    # cgroup, the mounted log.dirs and the scratch directory are undone
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.compare and not args.compare_any_host:
         loopback_only(args.compare)
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     if args.quick:
         args.records, args.rounds, args.loopback_mib = 20_000, 1, 256
         args.page_cache_mib = min(args.page_cache_mib, 2048)
+        args.data_fs_mib = min(args.data_fs_mib, 4096)
         args.paced_seconds, QUIET["timeout"] = 2.0, 5.0
     QUIET["limit"] = args.quiet_limit
     value = os.urandom(VALUE_BYTES)
@@ -1242,10 +1260,13 @@ def main() -> None:
         sink_p, sink_c = med(r.mbs for r in sp), med(c.mbs for c in sc)
 
         # the real cluster, in a steady page cache (bench/_page_cache.py)
+        data_fs = stack.enter_context(DataFs(args.data_fs_mib, root))
+        print(data_fs.describe())
         page_cache = stack.enter_context(SteadyPageCache(args.page_cache_mib, root))
         print(page_cache.describe())
         python = _profiling_python(args.profile.resolve()) if args.profile else sys.executable
-        cluster = LocalCluster(root / "cluster", 3, {"min.insync.replicas": "2"}, python=python)
+        cluster = LocalCluster(data_fs.path / "cluster", 3, {"min.insync.replicas": "2"},
+                               python=python)
         t = time.perf_counter()
         cluster.start(wait=False)
         try:
@@ -1337,6 +1358,8 @@ def main() -> None:
             table.add("  the cluster's page cache", "unbounded",
                       page_cache.why.removeprefix("not bounded: ")
                       + "; on a fresh VM this can add ~2.5 CPU-s per GB stored")
+        table.add("  the brokers' log.dirs", "ext4 nodelalloc" if data_fs.active else "as is",
+                  data_fs.describe().removeprefix("log.dirs: "))
         table.add("confluent producer vs sink", f"{sink_p:,.0f} MB/s",
                   f"{sink_p / tcp_m:.3f} of TCP")
         table.add("confluent consumer vs sink", f"{sink_c:,.0f} MB/s",
