@@ -921,7 +921,11 @@ def _tree_bytes(root: Path) -> int:
 
 
 SOAK_RETENTION_BYTES = 256 * MB  # per partition replica: 3 x 3 x (256 MB + a segment) at most
-SOAK_SEGMENT_BYTES = 64 * MB
+# Small segments because a log keeps the handles of its last 64 deleted segments open for
+# in-flight sendfiles (broker/store/log.py, RETIRED_HANDLES_MAX), which keeps their blocks
+# allocated: 9 logs x 64 x 64 MB filled the 16 GiB log.dirs image in under a minute at
+# 129 MB/s (2026-11-26 18:04; every broker halted on ENOSPC). 9 x 64 x 16 MB = 9.2 GB fits.
+SOAK_SEGMENT_BYTES = 16 * MB
 
 
 def soak(args: argparse.Namespace, value: bytes) -> None:
@@ -935,8 +939,9 @@ def soak(args: argparse.Namespace, value: bytes) -> None:
     print(data_fs.describe())
     page_cache = SteadyPageCache(args.page_cache_mib, root).__enter__()
     print(page_cache.describe())
-    cluster = LocalCluster(data_fs.path / "cluster", 3, {"min.insync.replicas": "2",
-                                                 "log.retention.check.interval.ms": "5000"})
+    logs_root = data_fs.path / "cluster"  # the disk column: the brokers' data, not the image
+    cluster = LocalCluster(logs_root, 3, {"min.insync.replicas": "2",
+                                          "log.retention.check.interval.ms": "5000"})
     cluster.start(wait=False)
     try:
         cluster.wait_ready(timeout_s=90.0)
@@ -1022,7 +1027,7 @@ def soak(args: argparse.Namespace, value: bytes) -> None:
                 p50 = lat_m[len(lat_m) // 2] if lat_m else float("nan")
                 p99 = lat_m[min(len(lat_m) - 1, int(0.99 * len(lat_m)))] if lat_m else float("nan")
                 print(f"{minute:3d} {i - sent_at_minute:8,d} {errors[0]:6d} {p50:7.1f} "
-                      f"{p99:8.1f} {_tree_bytes(root) / MB:8,.0f}  {', '.join(row)}")
+                      f"{p99:8.1f} {_tree_bytes(logs_root) / MB:8,.0f}  {', '.join(row)}")
                 for k in kills:
                     print(f"    {k}")
                 kills.clear()
