@@ -58,6 +58,12 @@ class FileHandle(Protocol):
         """A real descriptor usable with os.sendfile, or None (simulated file)."""
         ...
 
+    def release(self) -> None:
+        """Let go of the file but keep the descriptor's number until `close`: an unlinked
+        file's blocks are freed, and a sendfile still in flight on that number reads an early
+        end (an error) instead of whichever file would be given the number next."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -193,6 +199,14 @@ class RealFile:
     def fileno(self) -> int | None:
         return self._fd
 
+    def release(self) -> None:
+        if self._fd >= 0:
+            null = os.open(os.devnull, os.O_RDONLY)
+            try:
+                os.dup2(null, self._fd)
+            finally:
+                os.close(null)
+
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
@@ -317,6 +331,9 @@ class SimFile:
 
     def fileno(self) -> int | None:
         return None
+
+    def release(self) -> None:
+        pass  # no descriptor, no blocks
 
     def close(self) -> None:
         pass

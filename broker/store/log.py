@@ -65,7 +65,14 @@ PREFIX_END = 16  # the magic byte (offset 16) onwards is written verbatim
 _pack_prefix = PREFIX.pack
 INT32_MAX = 2**31 - 1
 _unpack_header = HEADER.unpack_from
-RETIRED_HANDLES_MAX = 64  # deleted segments whose handles stay open for in-flight sendfiles
+# A deleted segment's file stays readable for sendfiles in flight (a fetch response is sent
+# after the read that chose the region, by descriptor number) while it is one of the last
+# RETIRED_OPEN_MAX deleted; older ones are released (`FileHandle.release`: the blocks are
+# freed, the number stays reserved and reads an early end) and closed beyond
+# RETIRED_HANDLES_MAX. Keeping 64 open pinned 64 segments' blocks per log on disk: the soak
+# filled 16 GiB in under a minute with retention at 256 MB a partition (bench/README.md).
+RETIRED_OPEN_MAX = 2
+RETIRED_HANDLES_MAX = 64
 SWAP_END_SUFFIX = ".swap-end"
 TEMP_SUFFIXES = (
     CLEANED_SUFFIX,
@@ -151,7 +158,8 @@ class Log:
         self.first_dirty_offset = 0  # the log cleaner's position (cleaner-offset-checkpoint)
         self.next_delete_horizon_ms: int | None = None  # earliest tombstone horizon (cleaner)
         self.on_truncation: Callable[[Log], None] | None = None  # checkpoints recovery points
-        self._retired: deque[FileHandle] = deque()
+        self._retired: deque[FileHandle] = deque()  # deleted, still readable
+        self._released: deque[FileHandle] = deque()  # deleted, number reserved (reads /dev/null)
         # The live broker sets this (LogManager.defer_roll_flush): a roll then leaves the old
         # segment's fsync to a worker thread (`take_roll_flushes`) instead of the caller's.
         self.defer_roll_flush = False
@@ -879,10 +887,17 @@ class Log:
         """Delete a segment's files; keep its handle open a while for in-flight reads."""
         seg.delete_files()
         seg.closed = True
-        self._retired.append(seg.file)
-        while len(self._retired) > RETIRED_HANDLES_MAX:
-            self._retired.popleft().close()
+        self._keep_retired(seg.file)
         self.dir_dirty = True
+
+    def _keep_retired(self, handle: FileHandle) -> None:
+        self._retired.append(handle)
+        while len(self._retired) > RETIRED_OPEN_MAX:
+            old = self._retired.popleft()
+            old.release()
+            self._released.append(old)
+        while len(self._released) > RETIRED_HANDLES_MAX:
+            self._released.popleft().close()
 
     # ------------------------------------------------------------------ retention
 
@@ -939,9 +954,7 @@ class Log:
             raise StoreError("segments to replace are not consecutive in the log")
         for seg in old:
             seg.close_handle_only()
-            self._retired.append(seg.file)
-        while len(self._retired) > RETIRED_HANDLES_MAX:
-            self._retired.popleft().close()
+            self._keep_retired(seg.file)
         self.segments[i:j] = [new]
         self._bases[i:j] = [new.base_offset]
 
@@ -956,9 +969,10 @@ class Log:
             rf.discard()
         for seg in self.segments:
             seg.close()
-        for handle in self._retired:
+        for handle in (*self._retired, *self._released):
             handle.close()
         self._retired.clear()
+        self._released.clear()
         self.closed = True
 
     def abandon(self) -> None:
