@@ -66,7 +66,7 @@ class SteadyPageCache:
         self.home: Path | None = None
         self.fill_file = scratch / "page-cache-fill.bin"
         self.fill_s = self.fill_cpu_s_per_gb = 0.0
-        self.append_mbs = self.append_cpu_s_per_gb = 0.0
+        self.append_cpu_s_per_gb = 0.0
 
     def __enter__(self) -> SteadyPageCache:
         if self.mib <= 0:
@@ -111,11 +111,9 @@ class SteadyPageCache:
         fd = os.open(self.fill_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             self.fill_s, self.fill_cpu_s_per_gb = self._write(fd, buf, self.mib, step)
-            wall, cpu_per_gb = self._write(fd, buf, extra, step)
+            _, self.append_cpu_s_per_gb = self._write(fd, buf, extra, step)
         finally:
             os.close(fd)
-        self.append_mbs = extra * MiB / wall / 1e6
-        self.append_cpu_s_per_gb = cpu_per_gb
 
     @staticmethod
     def _write(fd: int, buf: bytes, mib: int, step: int) -> tuple[float, float]:

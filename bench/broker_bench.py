@@ -945,15 +945,17 @@ def soak(args: argparse.Namespace, value: bytes) -> None:
     root = Path(tempfile.mkdtemp(prefix="hiwater-broker-soak-"))
     # Retention bounds the disk as it would in production: at half load (~50-100 MB/s, RF 3)
     # ten minutes would otherwise write 100+ GB (it filled this machine's disk once).
-    data_fs = DataFs(args.data_fs_mib, root).__enter__()
-    print(data_fs.describe())
-    page_cache = SteadyPageCache(args.page_cache_mib, root).__enter__()
-    print(page_cache.describe())
-    logs_root = data_fs.path / "cluster"  # the disk column: the brokers' data, not the image
-    cluster = LocalCluster(logs_root, 3, {"min.insync.replicas": "2",
-                                          "log.retention.check.interval.ms": "5000"})
-    cluster.start(wait=False)
+    stack = contextlib.ExitStack()
     try:
+        data_fs = stack.enter_context(DataFs(args.data_fs_mib, root))
+        print(data_fs.describe())
+        page_cache = stack.enter_context(SteadyPageCache(args.page_cache_mib, root))
+        print(page_cache.describe())
+        logs_root = data_fs.path / "cluster"  # the disk column: the brokers' data, not the image
+        cluster = LocalCluster(logs_root, 3, {"min.insync.replicas": "2",
+                                              "log.retention.check.interval.ms": "5000"})
+        stack.callback(cluster.stop)
+        cluster.start(wait=False)
         cluster.wait_ready(timeout_s=90.0)
         create_topic(cluster.bootstrap, args.partitions, 3,
                      config={"retention.bytes": str(SOAK_RETENTION_BYTES),
@@ -1068,9 +1070,7 @@ def soak(args: argparse.Namespace, value: bytes) -> None:
         print(f"RSS {'stayed flat' if flat else 'did NOT stay flat'} "
               "(flat: growth <= max(20 MB, 20 %) per broker process after its first minute)")
     finally:
-        cluster.stop()
-        page_cache.__exit__(None, None, None)
-        data_fs.__exit__(None, None, None)
+        stack.close()  # the cluster, then the page cache, then the log.dirs filesystem
         shutil.rmtree(root, ignore_errors=True)
 
 
