@@ -525,6 +525,15 @@ def _update_follower(
         new_isr = tuple(r for r in rs.replicas if r in rs.isr or r == follower)
         rs, w = _propose_isr(rs, new_isr)
         out += w
+        if fetch_offset < rs.log_end_offset:
+            # Every ISR member is watched by its lag timer; one that joins at the HW but
+            # below the log end had none (it is armed only on reaching the log end), so a
+            # follower that stopped right after joining stayed in the ISR for good and the
+            # HW, and every acks=all produce, waited for it (broker test, a controlled
+            # shutdown: the stopping broker, a follower again, rejoined on its last fetch).
+            # Kafka checks lastCaughtUpTimeMs of every ISR member; its clock starts here.
+            out.append(fx.SetTimer(ReplicaLagTimer(rs.tp, follower),
+                                   cfg.replica_lag_time_max_ms))
     return _maybe_advance_hw(rs, out, cfg)
 
 
@@ -579,7 +588,12 @@ def on_isr_written(
         # session's write land with its answer lost).
         if rs.isr_write_unknown:
             return rs, []
-        return rs._replace(pending_isr=None), []
+        # A refused shrink leaves its follower in the ISR with no lag timer (the one that
+        # fired proposed it): look again, as when a write was pending (`on_lag_timer`).
+        recheck = max(1, cfg.replica_lag_time_max_ms // 2)
+        return rs._replace(pending_isr=None), [
+            fx.SetTimer(ReplicaLagTimer(rs.tp, f), recheck)
+            for f in rs.isr if f != rs.broker_id and f not in proposed.isr]
     # Written, or refused because ZooKeeper already holds exactly our write (an earlier
     # attempt of unknown outcome landed): Kafka's checkLeaderAndIsrZkData counts it as done.
     rs = rs._replace(isr=proposed.isr, pending_isr=None, zk_version=proposed.zk_version,
@@ -592,13 +606,18 @@ def on_lag_timer(
     rs: ReplicaState, follower: int, cfg: ProtocolConfig
 ) -> tuple[ReplicaState, Effects]:
     """replica.lag.time.max.ms passed since `follower` was last caught up."""
-    if rs.role != Role.LEADER or follower not in rs.isr:
+    if rs.role != Role.LEADER:
+        return rs, []
+    joining = rs.pending_isr is not None and follower in rs.pending_isr
+    if follower not in rs.isr and not joining:
         return rs, []
     if rs.pending_isr is not None:
         # fix: look again once the ISR write in flight is done (Kafka's isr-expiration task
         # runs every replica.lag.time.max.ms / 2 and skips while an update is pending). Dropping
         # the timer here left a second lagging follower in the ISR for good when two stopped
-        # fetching together (a partition, a crash): the HW then waited for it forever.
+        # fetching together (a partition, a crash): the HW then waited for it forever. A
+        # follower the write in flight adds is watched the same way (it joins the ISR when
+        # the write lands, so its timer must still be armed then).
         return rs, [fx.SetTimer(ReplicaLagTimer(rs.tp, follower),
                                 max(1, cfg.replica_lag_time_max_ms // 2))]
     leo = dict(rs.followers).get(follower)

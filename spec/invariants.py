@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from core.replica import ReplicaState
+from core.timers import ReplicaLagTimer, TimerKey
 from core.types import NO_LEADER, Role
 from spec.world import TP, Node, Record, World
 
@@ -234,6 +235,33 @@ def hw_monotonic(before: World, after: World) -> str | None:
     return None
 
 
+def _unwatched(r: ReplicaState, timers: frozenset[TimerKey]) -> tuple[int, ...]:
+    """The other ISR members a leader with no ISR write in flight has no lag timer for."""
+    if r.role != Role.LEADER or r.pending_isr is not None:
+        return ()
+    return tuple(f for f in r.isr
+                 if f != r.broker_id and ReplicaLagTimer(r.tp, f) not in timers)
+
+
+def isr_members_watched(w: World) -> str | None:
+    """A leader watches every other ISR member with its lag timer (Kafka's ISR expiration
+    looks at each member's lastCaughtUpTimeMs), except while its own ISR write is in flight,
+    which the lag timer waits for. An unwatched member that stops fetching stays in the ISR
+    for good, and the HW, with every acks=all produce, waits for it: a liveness failure the
+    safety invariants cannot see. Reads the timers, so only drivers that keep them check it
+    (the model checker and Hypothesis; the simulator and the live probe project none)."""
+    for n in w.nodes:
+        r = _replica(n)
+        if r is None:
+            continue
+        missing = _unwatched(r, n.timers)
+        if missing:
+            return (f"broker {r.broker_id} leads epoch {r.leader_epoch} with ISR {list(r.isr)} "
+                    f"and no lag timer for {list(missing)}: a member that stops fetching "
+                    "would never leave the ISR")
+    return None
+
+
 def controlled_shutdown_moves_leadership(w: World) -> str | None:
     """A broker that stops after a successful controlled shutdown leads nothing any more
     when another live ISR member could lead (the point of controlled shutdown: no partition
@@ -276,7 +304,12 @@ STATE_INVARIANTS: tuple[Invariant, ...] = (
     Invariant("list_offsets_monotonic", list_offsets_monotonic),
     Invariant("controlled_shutdown_moves_leadership", controlled_shutdown_moves_leadership),
     Invariant("controlled_shutdown_shrinks_isr", controlled_shutdown_shrinks_isr),
+    Invariant("isr_members_watched", isr_members_watched),
 )
+
+# invariants that read the brokers' timers: drivers whose projection keeps none (the
+# simulator, the live probe) leave them out
+TIMER_INVARIANTS = frozenset({"isr_members_watched"})
 
 STEP_INVARIANTS: tuple[tuple[str, StepCheck], ...] = (
     ("leader_epoch_monotonic", leader_epoch_monotonic),
@@ -291,7 +324,8 @@ NAMES = tuple(i.name for i in STATE_INVARIANTS) + tuple(n for n, _ in STEP_INVAR
 
 def view(w: World, nodes: tuple[object, ...] | None = None) -> tuple[object, ...]:
     """Everything the state invariants (and their messages) read, and nothing else: per
-    broker whether it runs, its replica's role, leader epoch, HW, LEO and ISR, its log, the
+    broker whether it runs, its replica's role, leader epoch, HW, LEO and ISR (and, for a
+    leader, the ISR members it has no lag timer for), its log, the
     partition states its controller holds and whether it has notifications pending;
     ZooKeeper's partition and controller; the ghost's acknowledged records, exposure flag,
     leaders per epoch and ListOffsets answers. Two worlds with equal views get equal
@@ -320,7 +354,8 @@ def node_view(n: Node) -> tuple[object, ...]:
     rv = None if r is None else (r.role, r.leader_epoch, r.high_watermark,
                                  r.log_end_offset, r.isr)
     ctl = None if st.controller is None else st.controller.partitions
-    return (True, rv, n.disk.records, ctl, bool(n.inbox))
+    unwatched = () if r is None else _unwatched(r, n.timers)
+    return (True, rv, n.disk.records, ctl, bool(n.inbox), unwatched)
 
 
 def check_state(w: World, only: frozenset[str] | None = None) -> tuple[str, str] | None:

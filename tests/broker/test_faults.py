@@ -333,6 +333,8 @@ def test_controlled_shutdown_moves_leadership_without_losing_writes(
         mv = wait_for(lambda s=s: without_victim(s), 15,
                       f"broker {s} to drop broker {victim} from its Metadata")
         assert all(p.leader in survivors for p in mv.partitions.values()), mv
-    # a controlled shutdown: no request timed out, nothing failed
-    assert not prod.failed, prod.summary()
+    # A controlled shutdown: no request timed out, nothing failed. (CI, stop 23: a leader
+    # re-added the stopping broker to the ISR without a lag timer and its HW waited for
+    # good; tests/core/test_isr_watch.py.) The brokers' logs say which partition stalled.
+    assert not prod.failed, f"{prod.summary()}\n{_logs(c)}"
     _check_no_loss(c, topic, [0, 1, 2], prod)

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from core.replica import ReplicaState
+from core.timers import LeaderImbalanceTimer, ReplicaLagTimer
 from core.types import NO_LEADER, Role
 from spec import invariants as inv
 from spec.checker import replay
@@ -233,6 +234,23 @@ def test_a_leaders_high_watermark_never_goes_down_within_its_epoch(healthy: Worl
                             with_replica(lower, 0, role=Role.FOLLOWER)) is None
 
 
+def without_timer(w: World, i: int, key: Any) -> World:
+    return _node(w, i, w.nodes[i]._replace(timers=w.nodes[i].timers - {key}))
+
+
+def test_a_leader_watches_every_isr_member(healthy: World) -> None:
+    lag = ReplicaLagTimer(TP, 1)
+    assert lag in healthy.nodes[0].timers
+    unwatched = without_timer(healthy, 0, lag)
+    assert broken(unwatched) == {"isr_members_watched"}
+    # while its ISR write is in flight the lag timer waits for it (on_lag_timer re-arms)
+    assert broken(with_replica(unwatched, 0, pending_isr=(0,))) == set()
+    # a member that left the ISR, or a follower's timers, are not its business
+    assert "isr_members_watched" not in broken(with_replica(unwatched, 0, isr=(0,)))
+    assert broken(_node(healthy, 1, healthy.nodes[1]._replace(timers=frozenset()))) == set()
+    assert "isr_members_watched" in inv.TIMER_INVARIANTS
+
+
 def test_check_state_and_check_step_name_the_first_broken_invariant(healthy: World) -> None:
     w = with_ghost(healthy, conflicting_exposure=True, listed_backwards=True)
     first = inv.check_state(w)
@@ -269,11 +287,12 @@ def test_worlds_with_equal_views_get_equal_answers(healthy: World) -> None:
         with_ghost(healthy, leaders=()), with_ghost(healthy, listed_backwards=True),
         with_ghost(healthy, latest_listed=3), with_ghost(healthy, stopped_as_leader=True),
         with_ghost(healthy, stopped_in_isr=True),
+        without_timer(healthy, 0, ReplicaLagTimer(TP, 1)),
     ]
     views = [inv.view(w) for w in changed]
     assert inv.view(healthy) not in views
     assert len(set(views)) == len(views)
     unread = healthy._replace(ghost=healthy.ghost._replace(drops=1, moves=2),
-                              nodes=(healthy.nodes[0]._replace(timers=frozenset()),
-                                     healthy.nodes[1]))
+                              nodes=(without_timer(healthy, 0, LeaderImbalanceTimer()).nodes[0],
+                                     healthy.nodes[1]._replace(timers=frozenset())))
     assert inv.view(unread) == inv.view(healthy)
