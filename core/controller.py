@@ -52,6 +52,9 @@ class PendingElection(NamedTuple):
     tp: TopicPartition
     candidates: tuple[int, ...]
     unclean: bool
+    # left out of the new ISR whatever is live when the answer comes: bounced brokers
+    # (`on_brokers_changed`), whose replicas went offline with their old incarnation
+    excluded: frozenset[int] = frozenset()
 
 
 class ControllerState(NamedTuple):
@@ -161,21 +164,23 @@ def _elect(
     candidates: tuple[int, ...],
     unclean: bool,
     cfg: ProtocolConfig,
+    excluded: frozenset[int] = frozenset(),
 ) -> tuple[ControllerState, Effects]:
     """Elect one of `candidates` (Kafka's order of preference). More than one: ask."""
     if len(candidates) > 1:
         key: tuple[object, ...] = ("elect", ctx.tp, c.controller_epoch)
         if any(p.key == key for p in c.pending):
             return c, []
-        pending = PendingElection(key, ctx.tp, candidates, unclean)
+        pending = PendingElection(key, ctx.tp, candidates, unclean, excluded)
         return c._replace(pending=(*c.pending, pending)), [fx.Choose(key, candidates)]
-    return c, _write_election(c, ctx, candidates[0], unclean, cfg)
+    return c, _write_election(c, ctx, candidates[0], unclean, cfg, excluded)
 
 
 def _write_election(
-    c: ControllerState, ctx: PartitionContext, leader: int, unclean: bool, cfg: ProtocolConfig
+    c: ControllerState, ctx: PartitionContext, leader: int, unclean: bool, cfg: ProtocolConfig,
+    excluded: frozenset[int] = frozenset(),
 ) -> Effects:
-    live = _live_ids(c)
+    live = _live_ids(c) - excluded
     if ctx.state is None:
         return _write(c, ctx, leader, tuple(r for r in ctx.assignment if r in live), cfg)
     if unclean:
@@ -188,10 +193,12 @@ def _write_election(
 
 
 def _reconcile(
-    c: ControllerState, ctx: PartitionContext, cfg: ProtocolConfig
+    c: ControllerState, ctx: PartitionContext, cfg: ProtocolConfig,
+    excluded: frozenset[int] = frozenset(),
 ) -> tuple[ControllerState, Effects]:
     """Bring one partition in line with the live brokers (`onBrokerFailure`,
-    `triggerOnlinePartitionStateChange`, `doRemoveReplicasFromIsr`)."""
+    `triggerOnlinePartitionStateChange`, `doRemoveReplicasFromIsr`); `excluded`: brokers not
+    live in `c` that a deferred election must keep out of the ISR when they are again."""
     live = _live_ids(c) - frozenset(c.shutting_down)
     if ctx.state is None:
         # A new partition: any live replica may lead (Kafka takes the first), all live
@@ -199,7 +206,7 @@ def _reconcile(
         replicas = tuple(r for r in ctx.assignment if r in live)
         if not replicas:
             return c, []  # stays a new partition until a replica is alive
-        return _elect(c, ctx, replicas, False, cfg)
+        return _elect(c, ctx, replicas, False, cfg, excluded)
     s = ctx.state
     if s.leader != NO_LEADER and s.leader in live:
         isr = tuple(r for r in s.isr if r in live or r == s.leader)
@@ -210,7 +217,7 @@ def _reconcile(
         ctx.assignment, s.isr, live, ctx.config.applied_to(cfg).unclean_leader_election_enable
     )
     if candidates:
-        return _elect(c, ctx, candidates, unclean, cfg)
+        return _elect(c, ctx, candidates, unclean, cfg, excluded)
     if s.leader == NO_LEADER:
         return c, []
     # The leader died and nobody can take over: no leader, and the ISR keeps its last member
@@ -219,10 +226,12 @@ def _reconcile(
     return c, _write(c, ctx, NO_LEADER, isr, cfg)
 
 
-def _reconcile_all(c: ControllerState, cfg: ProtocolConfig) -> tuple[ControllerState, Effects]:
+def _reconcile_all(
+    c: ControllerState, cfg: ProtocolConfig, excluded: frozenset[int] = frozenset()
+) -> tuple[ControllerState, Effects]:
     out: Effects = []
     for ctx in c.partitions:
-        c, e = _reconcile(c, ctx, cfg)
+        c, e = _reconcile(c, ctx, cfg, excluded)
         out += e
     return c, out
 
@@ -286,12 +295,30 @@ def on_brokers_changed(
     # (Kafka's onBrokerFailure runs for bounced brokers too); it used to stay listed, so it
     # could never lead again.
     gone_ids = {b.broker_id for b in old - new}
+    started_ids = frozenset(b.broker_id for b in started)
     c = c._replace(
 
         live=tuple(sorted(new, key=lambda b: b.broker_id)),
         shutting_down=tuple(b for b in c.shutting_down if b not in gone_ids),
     )
     out: Effects = []
+    busy: set[TopicPartition] = set()
+    bounced = started_ids & gone_ids
+    if bounced:
+        # KIP-380: a broker that restarted between two reads of /brokers/ids (same id, new
+        # broker epoch) lost its replicas' state with its old incarnation, and maybe its disk
+        # (a wipe, a machine crash). Kafka's controller runs onBrokerFailure for it, then
+        # onBrokerStartup: its leaderships move to other ISR members and it leaves every ISR,
+        # to rejoin as a follower once caught up. It used to keep leading at the same epoch:
+        # a wiped leader came back empty, and the followers truncated to it.
+        live = c.live
+        c = c._replace(live=tuple(b for b in live if b.broker_id not in bounced))
+        pending = len(c.pending)
+        c, e = _reconcile_all(c, cfg, bounced)
+        c = c._replace(live=live)
+        out += e
+        busy |= {x.tp for x in e if isinstance(x, fx.ZkWritePartitionState)}
+        busy |= {p.tp for p in c.pending[pending:]}
     if started:
         # A (re)started broker takes its old replicas back: it learns the current state of
         # every partition it hosts and starts following.
@@ -302,9 +329,10 @@ def on_brokers_changed(
         # seed 313738, strong_isr). Kafka elects before it handles the startup, so the write's
         # answer tells the broker (ok: LeaderAndIsr to every live replica; a version
         # conflict: below; fenced: the next controller tells everyone).
+        # (nor one the bounce above changes: the broker learns its new state from that)
         out += _update_metadata(c)
-        settled = tuple(p for p in c.partitions if p.tp not in c.writing)
-        out += _leader_and_isr(c, settled, frozenset(b.broker_id for b in started))
+        settled = tuple(p for p in c.partitions if p.tp not in c.writing and p.tp not in busy)
+        out += _leader_and_isr(c, settled, started_ids)
     c, e = _reconcile_all(c, cfg)
     return c, out + e
 
@@ -395,7 +423,8 @@ def on_chosen(
     ctx = _context(c, pending.tp)
     if ctx is None:
         return c, []
-    return c, _write_election(c, ctx, pending.candidates[option], pending.unclean, cfg)
+    return c, _write_election(c, ctx, pending.candidates[option], pending.unclean, cfg,
+                              pending.excluded)
 
 
 def on_partition_written(

@@ -352,3 +352,46 @@ def test_a_control_request_for_the_new_registration_is_taken_before_the_broker_k
     fresh = init(0, CFG)
     assert step(fresh, ev.MessageReceived(1, LeaderAndIsrRequest(1, 4, 8, (info,)))) == (fresh,
                                                                                          [])
+
+
+def test_a_bounced_leader_loses_its_leaderships_and_its_isr_places() -> None:
+    """Kafka rule (KIP-380, processBrokerChange): a broker seen again with a new broker epoch
+    (it restarted between two reads of /brokers/ids) gets onBrokerFailure, then
+    onBrokerStartup. Its leaderships move to another live ISR member at a new epoch, it
+    leaves the ISRs, and it is not told its old state: a wiped or lossy leader kept leading
+    at the same epoch before, and its followers truncated to its shorter log."""
+    from core.messages import LeaderAndIsrRequest
+
+    s, _ = controller(SNAPS)
+    bounced = (LiveBroker(0, 9), LiveBroker(1, 4), LiveBroker(2, 1))
+    s, out = step(s, ev.BrokersChanged(bounced))
+    w = writes(out)
+    assert w == {A0: LeaderIsr(1, 1, (1,), 3, 1), B0: LeaderIsr(2, 3, (2,), 3, 4)}
+    assert msgs(out, LeaderAndIsrRequest) == []  # nothing stale to broker 0; A1 is not its
+    assert sorted(d for d, _ in msgs(out, UpdateMetadataRequest)) == [0, 1, 2]
+    # once a write lands, broker 0 hears the new state as a follower outside the ISR
+    s, out = step(s, ev.PartitionStateWritten(A0, w[A0], True, True, False, None))
+    lairs = msgs(out, LeaderAndIsrRequest)
+    assert [d for d, _ in lairs] == [0, 1]
+    for _, m in lairs:
+        (info,) = m.partitions  # type: ignore[attr-defined]
+        assert (info.leader, info.leader_epoch, info.isr) == (1, 1, (1,))
+    # a plain restart (gone, then back) is unchanged: the broker gets its partitions
+    s, out = step(s, ev.BrokersChanged((LiveBroker(1, 4), LiveBroker(2, 1))))
+    s, out = step(s, ev.BrokersChanged(bounced))
+    assert writes(out) == {}
+
+
+def test_a_bounced_broker_stays_out_of_an_isr_elected_after_a_choice() -> None:
+    """More than one candidate: the election waits for its `Chosen`, by which time the
+    bounced broker is live again; the ISR written still leaves it out."""
+    from core.messages import LeaderAndIsrRequest
+
+    a = ev.PartitionSnapshot(A0, (0, 1, 2), LeaderIsr(0, 0, (0, 1, 2), 1, 0))
+    s, _ = controller((a,))
+    s, out = step(s, ev.BrokersChanged((LiveBroker(0, 9), LiveBroker(1, 4), LiveBroker(2, 1))))
+    (choose,) = [e for e in out if isinstance(e, fx.Choose)]
+    assert choose.options == (1, 2) and writes(out) == {}
+    assert msgs(out, LeaderAndIsrRequest) == []  # not told it still leads epoch 0
+    s, out = step(s, ev.Chosen(choose.key, 1))
+    assert writes(out) == {A0: LeaderIsr(2, 1, (1, 2), 3, 1)}

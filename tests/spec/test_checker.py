@@ -40,7 +40,7 @@ EXPECTED_STEPS: dict[str, int | None] = {
         (Bounds(brokers=2, records=2, leader_epochs=3, crashes=0, leader_moves=2, drops=1),
          (20_611, 68_902, 19)),
         (Bounds(brokers=2, records=1, leader_epochs=3, crashes=0, expiries=1,
-                zk_watches="async"), (10_635, 35_526, 18)),
+                zk_watches="async"), (10_687, 35_652, 17)),
         # acks=1 loses acknowledged records at any leader change (B1): none here
         (Bounds(brokers=2, records=2, leader_epochs=3, crashes=0, isr_writes="async", acks=1),
          (253, 614, 13)),

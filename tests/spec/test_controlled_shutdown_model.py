@@ -65,8 +65,8 @@ def test_a_controller_that_skips_part_of_controlled_shutdown_is_caught(
     else:
         real = ctl._write_election
 
-        def keep_isr(c, ctx, leader, unclean, cfg):  # type: ignore[no-untyped-def]
-            return real(c._replace(shutting_down=()), ctx, leader, unclean, cfg)
+        def keep_isr(c, ctx, leader, unclean, cfg, excluded=frozenset()):  # type: ignore[no-untyped-def]
+            return real(c._replace(shutting_down=()), ctx, leader, unclean, cfg, excluded)
 
         monkeypatch.setattr(ctl, "_write_election", keep_isr)
     r = check(Model(ProtocolConfig(), BOUNDS), invariants=(invariant,))
