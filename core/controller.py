@@ -54,7 +54,7 @@ class PendingElection(NamedTuple):
     unclean: bool
     # left out of the new ISR whatever is live when the answer comes: bounced brokers
     # (`on_brokers_changed`), whose replicas went offline with their old incarnation
-    excluded: frozenset[int] = frozenset()
+    excluded: tuple[int, ...] = ()  # sorted (spec/symmetry.py renames it as a set of ids)
 
 
 class ControllerState(NamedTuple):
@@ -171,7 +171,7 @@ def _elect(
         key: tuple[object, ...] = ("elect", ctx.tp, c.controller_epoch)
         if any(p.key == key for p in c.pending):
             return c, []
-        pending = PendingElection(key, ctx.tp, candidates, unclean, excluded)
+        pending = PendingElection(key, ctx.tp, candidates, unclean, tuple(sorted(excluded)))
         return c._replace(pending=(*c.pending, pending)), [fx.Choose(key, candidates)]
     return c, _write_election(c, ctx, candidates[0], unclean, cfg, excluded)
 
@@ -424,7 +424,7 @@ def on_chosen(
     if ctx is None:
         return c, []
     return c, _write_election(c, ctx, pending.candidates[option], pending.unclean, cfg,
-                              pending.excluded)
+                              frozenset(pending.excluded))
 
 
 def on_partition_written(

@@ -61,6 +61,7 @@ _ID_FIELDS = frozenset({
 _SET_FIELDS = frozenset({
     "isr", "pending_isr", "replicas", "assignment", "candidates", "options", "shutting_down",
     "live", "registered", "live_brokers",
+    "excluded",  # core.controller.PendingElection
 })
 _SKIP_FIELDS = frozenset({"config"})  # constant across a run
 
