@@ -387,6 +387,17 @@ class Node:
                            "controller" if e.by_controller else "ISR", e.tp,
                            _li(e.proposed), "ok" if e.ok else "failed",
                            " (fenced)" if e.fenced else "")
+        elif isinstance(e, ev.BrokersChanged) and before.controller is not None:
+            # Kafka's controller line: a bounced broker (same id, new broker epoch) loses its
+            # leaderships and ISR places (KIP-380)
+            was = {b.broker_id: b.broker_epoch for b in before.controller.live}
+            now = {b.broker_id: b.broker_epoch for b in e.live_brokers}
+            state_log.info(
+                "broker %d: BrokersChanged: newly added brokers %s, deleted brokers %s, "
+                "bounced brokers %s, all live brokers %s", self.broker_id,
+                sorted(now.keys() - was.keys()), sorted(was.keys() - now.keys()),
+                sorted(b for b in now.keys() & was.keys() if now[b] != was[b]),
+                sorted(now.items()))
         else:
             state_log.info("broker %d: %s", self.broker_id, type(e).__name__)
         for x in effects:

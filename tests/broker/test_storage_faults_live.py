@@ -128,6 +128,20 @@ def _in_sync(c: LocalCluster, victim: int, leaders: list[int]) -> bool:
     return True
 
 
+def _views(c: LocalCluster) -> str:
+    out = []
+    for i in sorted(c.nodes):
+        try:
+            reps = [(p, (r := replica(admin(c, i), TOPIC, p)) and
+                     {k: r.get(k) for k in ("role", "leader", "leader_epoch", "isr",
+                                            "log_end_offset", "high_watermark")})
+                    for p in range(PARTITIONS)]
+        except (OSError, AssertionError, KeyError, ValueError) as e:
+            reps = [(-1, repr(e))]
+        out.append(f"--- broker {i}: {reps}\n{c.log_tail(i, 40)}")
+    return "\n".join(out)
+
+
 def _caught_up(c: LocalCluster, victim: int) -> bool:
     """The victim holds every partition's whole log (its leader's log end), so there are
     sealed segments to damage: acks=all needs only min.insync.replicas, and on a busy machine
@@ -167,8 +181,11 @@ def test_a_broker_with_damaged_files_rejoins_refetches_and_loses_nothing(
     named = _damage(data)
     log_before = c.nodes[victim].log_path.read_text(errors="replace")
     c.start_broker(victim)
-    wait_for(lambda: _in_sync(c, victim, others), 90,
-             f"broker {victim} to re-fetch and rejoin the ISR of every partition")
+    try:
+        wait_for(lambda: _in_sync(c, victim, others), 90,
+                 f"broker {victim} to re-fetch and rejoin the ISR of every partition")
+    except AssertionError as e:  # what each broker holds, and what they logged (CI, stop 24)
+        raise AssertionError(f"{e}\n{_views(c)}") from None
     log = c.nodes[victim].log_path.read_text(errors="replace")[len(log_before):]
     assert "Traceback" not in log, log[-3000:]
     lines = log.splitlines()
