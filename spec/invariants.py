@@ -248,8 +248,9 @@ def isr_members_watched(w: World) -> str | None:
     looks at each member's lastCaughtUpTimeMs), except while its own ISR write is in flight,
     which the lag timer waits for. An unwatched member that stops fetching stays in the ISR
     for good, and the HW, with every acks=all produce, waits for it: a liveness failure the
-    safety invariants cannot see. Reads the timers, so only drivers that keep them check it
-    (the model checker and Hypothesis; the simulator and the live probe project none)."""
+    safety invariants cannot see. Reads the timers: the model checker and Hypothesis keep
+    them in the world; the simulator, whose projection keeps none, runs this check on its
+    interpreters' armed timers (harness/sim/cluster.py); the live probe cannot see them."""
     for n in w.nodes:
         r = _replica(n)
         if r is None:
@@ -307,8 +308,8 @@ STATE_INVARIANTS: tuple[Invariant, ...] = (
     Invariant("isr_members_watched", isr_members_watched),
 )
 
-# invariants that read the brokers' timers: drivers whose projection keeps none (the
-# simulator, the live probe) leave them out
+# invariants that read the brokers' timers: drivers whose projection keeps none leave them
+# out of their projected checks (the simulator checks them on its interpreters' timers)
 TIMER_INVARIANTS = frozenset({"isr_members_watched"})
 
 STEP_INVARIANTS: tuple[tuple[str, StepCheck], ...] = (

@@ -30,7 +30,7 @@ import dataclasses
 import functools
 import heapq
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -721,6 +721,15 @@ class Node:
 
     def replica(self, tp: TopicPartition) -> Any:
         return replica(self.state, tp)
+
+    def armed_timers(self) -> Collection[TimerKey]:
+        """The keys of the timers armed now (those with a clock handle; the simulator's
+        interpreter, without inline timers, keeps every one there)."""
+        if not self.inline_timers:
+            return self._timers.keys()
+        # a cancelled lazy timer's handle stays in `_timers` (`_set_lazy`): its deadline says
+        return {*(k for k in self._timers if not isinstance(k, LAZY_TIMERS)), *self._deadline,
+                *self._soon, *self._queued}
 
     def _clear_timers(self) -> None:
         for h in self._timers.values():

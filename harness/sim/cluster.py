@@ -38,7 +38,7 @@ from core.messages import (
     UpdateMetadataRequest,
 )
 from core.replica import ReplicaState
-from core.timers import TimerKey
+from core.timers import ReplicaLagTimer, TimerKey
 from core.types import Errors, Role, TopicPartition
 from harness.sim.sched import US_PER_MS, Delivery, Scheduler
 from harness.sim.zk import SimZooKeeper
@@ -878,6 +878,9 @@ class Cluster:
                 why = i.check(w)
                 if why is not None:
                     raise Violation("invariant", i.name, why)
+            why = self._isr_members_watched(w)
+            if why is not None:
+                raise Violation("invariant", "isr_members_watched", why)
         # The step invariants compare, per broker, what the view holds (role, leader epoch,
         # HW) and the controller epochs: when none of that moved since the last world they
         # were checked on, each compares a value with itself and holds, so the previous
@@ -892,6 +895,23 @@ class Cluster:
             broken = inv.check_step(before, w)
             if broken is not None:
                 raise Violation("invariant", *broken)
+
+    def _isr_members_watched(self, w: World) -> str | None:
+        """spec's `isr_members_watched`, read off the interpreters' armed timers (the
+        projection keeps none): a leader with no ISR write in flight has a lag timer for
+        every other ISR member. Spec's own check and words on the leader's node with its lag
+        timers, once the look-ups show one missing."""
+        for br, r in zip(self.brokers, self._reps, strict=True):
+            if r is None or r.role is not Role.LEADER or r.pending_isr is not None \
+                    or len(r.isr) < 2 or br.node is None:
+                continue
+            armed = br.node.armed_timers()
+            if all(f == r.broker_id or ReplicaLagTimer(r.tp, f) in armed for f in r.isr):
+                continue
+            node = w.nodes[br.id]._replace(
+                timers=frozenset(k for k in armed if isinstance(k, ReplicaLagTimer)))
+            return inv.isr_members_watched(w._replace(nodes=(node,)))
+        return None
 
     def _steps_hold(self, before: World, before_reps: tuple[ReplicaState | None, ...],
                     w: World) -> bool:

@@ -104,6 +104,32 @@ def test_a_historic_bug_switch_is_found(bug: str, max_seeds: int) -> None:
     assert not found.ok and found.failure
 
 
+def test_an_isr_member_without_a_lag_timer_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Session 11's core bug put back: a follower that joins the ISR at the HW but below the
+    log end gets no lag timer, so if it stops fetching it stays in the ISR for good. The
+    simulator reads the interpreters' armed timers for spec's `isr_members_watched` (its
+    projection keeps none); seeds 1004, 1018, 1019, 1020 and 1024 of the default swarm found
+    it. With the real core seed 1004 passes."""
+    from core import replica as rep
+    from core.timers import ReplicaLagTimer
+
+    assert run_seed(SimOptions(seed=1004)).ok
+    original = rep._update_follower
+
+    def unwatched(rs: rep.ReplicaState, follower: int, fetch_offset: int,
+                  cfg: object) -> tuple[rep.ReplicaState, list[fx.Effect]]:
+        joining = follower not in rs.isr and fetch_offset < rs.log_end_offset
+        rs2, out = original(rs, follower, fetch_offset, cfg)  # type: ignore[arg-type]
+        if joining:
+            lag = ReplicaLagTimer(rs.tp, follower)
+            out = [e for e in out if not (isinstance(e, fx.SetTimer) and e.key == lag)]
+        return rs2, out
+
+    monkeypatch.setattr(rep, "_update_follower", unwatched)
+    r = run_seed(SimOptions(seed=1004))
+    assert not r.ok and r.failure is not None and "isr_members_watched" in r.failure, r.failure
+
+
 def test_a_broken_interpreter_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
     """One line of Node changed: a produce the core rejected is acknowledged anyway."""
     original = Node._apply
