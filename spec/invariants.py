@@ -8,7 +8,7 @@ Each returns None when it holds, or a sentence saying what broke.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from core.replica import ReplicaState
@@ -235,10 +235,13 @@ def hw_monotonic(before: World, after: World) -> str | None:
     return None
 
 
-def _unwatched(r: ReplicaState, timers: frozenset[TimerKey]) -> tuple[int, ...]:
-    """The other ISR members a leader with no ISR write in flight has no lag timer for."""
+def unwatched_isr_members(r: ReplicaState, timers: Collection[TimerKey]) -> tuple[int, ...]:
+    """The other ISR members a leader with no ISR write in flight has no lag timer for
+    (`timers`: the broker's armed ones)."""
     if r.role != Role.LEADER or r.pending_isr is not None:
         return ()
+    if not timers:  # a projection without timers: no key to build
+        return tuple(f for f in r.isr if f != r.broker_id)
     return tuple(f for f in r.isr
                  if f != r.broker_id and ReplicaLagTimer(r.tp, f) not in timers)
 
@@ -255,7 +258,7 @@ def isr_members_watched(w: World) -> str | None:
         r = _replica(n)
         if r is None:
             continue
-        missing = _unwatched(r, n.timers)
+        missing = unwatched_isr_members(r, n.timers)
         if missing:
             return (f"broker {r.broker_id} leads epoch {r.leader_epoch} with ISR {list(r.isr)} "
                     f"and no lag timer for {list(missing)}: a member that stops fetching "
@@ -355,7 +358,7 @@ def node_view(n: Node) -> tuple[object, ...]:
     rv = None if r is None else (r.role, r.leader_epoch, r.high_watermark,
                                  r.log_end_offset, r.isr)
     ctl = None if st.controller is None else st.controller.partitions
-    unwatched = () if r is None else _unwatched(r, n.timers)
+    unwatched = () if r is None else unwatched_isr_members(r, n.timers)
     return (True, rv, n.disk.records, ctl, bool(n.inbox), unwatched)
 
 

@@ -902,11 +902,10 @@ class Cluster:
         every other ISR member. Spec's own check and words on the leader's node with its lag
         timers, once the look-ups show one missing."""
         for br, r in zip(self.brokers, self._reps, strict=True):
-            if r is None or r.role is not Role.LEADER or r.pending_isr is not None \
-                    or len(r.isr) < 2 or br.node is None:
+            if r is None or r.role is not Role.LEADER or br.node is None:
                 continue
             armed = br.node.armed_timers()
-            if all(f == r.broker_id or ReplicaLagTimer(r.tp, f) in armed for f in r.isr):
+            if not inv.unwatched_isr_members(r, armed):
                 continue
             node = w.nodes[br.id]._replace(
                 timers=frozenset(k for k in armed if isinstance(k, ReplicaLagTimer)))
