@@ -15,8 +15,10 @@ One `ConfluentClient` is one Jepsen process: a `Producer`, a `Consumer` (group
   the poll; they are listed in the op's `client_errors`. Other errors raise, with the
   records already consumed kept in the op's value (`PartialPoll`).
 - `assign` replaces the assignment and keeps the position of every partition still assigned
-  (the Java client does; librdkafka would restart them from the committed offset or
-  `auto.offset.reset`), `seek_to_beginning` puts every partition at its beginning. A run
+  (the Java client does; librdkafka's `assign` would restart them from the committed offset
+  or `auto.offset.reset`): kept partitions are not touched, only the dropped and the new
+  ones change (`incremental_unassign` / `incremental_assign`). `seek_to_beginning` puts
+  every partition at its beginning. A run
   that never commits starts new partitions at the `auto.offset.reset` position directly
   (there is no committed offset to look up, and the lookup needs the group coordinator).
   Switching between `assign` and `subscribe` drops the other first (the Java client throws
@@ -383,9 +385,20 @@ class ConfluentClient(QueueClient):
             for k in list(self._next):
                 if k not in kept:
                     del self._next[k]
-        tps = [self._tp(k, OFFSET_BEGINNING if seek_to_beginning
-                        else self._next.get(k, self._start_offset())) for k in keys]
-        c.assign(tps)
+        if self._mode == "assign" and not seek_to_beginning:
+            # Kept partitions are left alone. Assigning them again would restart their
+            # fetch: at `_next`, or, with nothing read yet, at a logical offset whose
+            # look-up librdkafka answers asynchronously, and a late answer to an earlier
+            # look-up could then move the position back under the new one.
+            dropped = [self._tp(k) for k in self._assigned if k not in kept]
+            added = [self._tp(k, self._start_offset()) for k in keys if k not in kept]
+            if dropped:
+                c.incremental_unassign(dropped)
+            if added:
+                c.incremental_assign(added)
+        else:
+            c.assign([self._tp(k, OFFSET_BEGINNING if seek_to_beginning
+                               else self._next.get(k, self._start_offset())) for k in keys])
         self._mode = "assign"
         self._assigned = keys
 
@@ -428,9 +441,10 @@ class ConfluentClient(QueueClient):
         except KafkaException:
             if self._mode != "assign" or k not in self._assigned:
                 raise
-            # not fetching yet: restart the assignment at the known positions
-            self.consumer.assign([self._tp(j, self._next.get(j, self._start_offset()))
-                                  for j in self._assigned])
+            # not fetching yet: assign this partition again at the offset; the others
+            # are left alone (see `assign`)
+            self.consumer.incremental_unassign([self._tp(k)])
+            self.consumer.incremental_assign([self._tp(k, offset)])
 
     def commit(self) -> None:
         c = self.consumer

@@ -141,6 +141,80 @@ def test_subscribe_rebalance_log(cluster: LocalCluster) -> None:
         consumer.close()
 
 
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+def test_assign_keeps_the_position_of_kept_partitions(cluster: LocalCluster,
+                                                      client: str) -> None:
+    """Java's `assign` semantics: a partition still assigned continues where it was,
+    whether it had delivered records or none yet; a dropped and re-added partition starts
+    again at the reset position (earliest here). Each key is read exactly once in offset
+    order, whatever the re-assignments in between."""
+    opts = QueueOpts(client=client, topic_prefix=f"asg-{client}", max_poll_records=2)
+    settings = opts.client_settings(cluster.bootstrap)
+    producer = open_client(client, settings, 0)
+    consumer = open_client(client, settings, 1)
+    try:
+        for v in range(6):
+            for k in (0, 1, 2):
+                c = producer.invoke("send", [["send", k, v]])
+                assert c.type == "ok", c
+        seen: dict[int, list[int]] = {0: [], 1: [], 2: []}
+
+        def poll_until(pred: Any) -> None:
+            end = time.monotonic() + 30
+            while time.monotonic() < end and not pred():
+                c = consumer.invoke("poll", [["poll"]], {"poll_ms": 200})
+                assert c.type == "ok", c
+                for k, pairs in c.value[0][1].items():
+                    seen[k].extend(o for o, _v in pairs)
+            assert pred(), seen
+
+        assert consumer.invoke("assign", [0, 1]).type == "ok"
+        poll_until(lambda: seen[0] or seen[1])
+        # 0 and 1 are kept (one of them maybe with nothing read yet), 2 is new
+        assert consumer.invoke("assign", [0, 1, 2]).type == "ok"
+        poll_until(lambda: all(len(seen[k]) >= 2 for k in (0, 1, 2)))
+        assert consumer.invoke("assign", [1, 2]).type == "ok"
+        poll_until(lambda: all(len(seen[k]) == 6 for k in (1, 2)))
+        assert seen[1] == seen[2] == list(range(6)), seen
+        # 0 was dropped and comes back at the beginning
+        read_before = list(seen[0])
+        seen[0].clear()
+        assert consumer.invoke("assign", [0, 1, 2]).type == "ok"
+        poll_until(lambda: len(seen[0]) == 6)
+        assert read_before == list(range(len(read_before))), read_before
+        assert seen[0] == list(range(6)), seen
+    finally:
+        producer.close()
+        consumer.close()
+
+
+@pytest.mark.timeout(60)
+def test_seek_right_after_assign(cluster: LocalCluster) -> None:
+    """A seek right after an assign, before the first fetch (where librdkafka may refuse
+    it and the client assigns that partition again), puts the partition at the offset;
+    the other partition reads from the start."""
+    opts = QueueOpts(client="confluent", topic_prefix="seek-early")
+    settings = opts.client_settings(cluster.bootstrap)
+    producer = open_client("confluent", settings, 0)
+    consumer = open_client("confluent", settings, 1)
+    try:
+        for v in range(5):
+            for k in (0, 1):
+                assert producer.invoke("send", [["send", k, v]]).type == "ok"
+        seen: dict[int, list[int]] = {0: [], 1: []}
+        consumer.assign([0, 1])
+        consumer.seek(0, 3)
+        end = time.monotonic() + 30
+        while time.monotonic() < end and (len(seen[0]) < 2 or len(seen[1]) < 5):
+            for k, pairs in consumer.poll(200).items():
+                seen[k].extend(o for o, _v in pairs)
+        assert seen == {0: [3, 4], 1: [0, 1, 2, 3, 4]}, seen
+    finally:
+        producer.close()
+        consumer.close()
+
+
 @pytest.mark.timeout(120)
 def test_register_linearizable(cluster: LocalCluster, tmp_path: Path) -> None:
     opts = RegisterOpts(concurrency=3, rate=25, key_count=2, ops_per_key=40, seed=3)
