@@ -1,21 +1,25 @@
-"""The brokers' log directories on a filesystem mounted as Kafka's documentation recommends,
+"""The brokers' log directories on a filesystem set up as Kafka's documentation recommends,
 for the broker benchmark.
 
-Why: Kafka's operations guide (Filesystem Selection, "EXT4 Notes") says of ext4's delayed
-allocation that it "does seem to involve some locking in the filesystem which adds a bit of
-latency variance", and lists `nodelalloc` among the tunings (XFS is the recommendation). The
-project's machines mount their root filesystem ext4 with delalloc. Measured there
-(2026-11-26, bench/README.md): a broker's append `write()` waited 20-170 ms in
-`ext4_da_get_block_prep` while the kernel's writeback held the inode's allocation lock for
-the same file, and as every broker runs one event loop, each such wait stalled all of its
-partitions: acks=all p99 at half load 120-250 ms. On ext4 with `nodelalloc` the same
-points measured p99 19 ms.
+Why: Kafka's operations guide (Filesystem Selection) says that recent XFS "has shown it to
+have better performance characteristics for Kafka's workload" than ext4, and of ext4's
+delayed allocation that it "does seem to involve some locking in the filesystem which adds a
+bit of latency variance", listing `nodelalloc` among ext4's tunings. The project's machines
+mount their root filesystem ext4 with delalloc. Measured there (2026-11-26, bench/README.md):
+a broker's append `write()` waited 20-170 ms in `ext4_da_get_block_prep` while the kernel's
+writeback held the inode's allocation lock for the same file, and as every broker runs one
+event loop, each such wait stalled all of its partitions: acks=all p99 at half load
+120-250 ms; on ext4 with `nodelalloc` the same points measured p99 19 ms, but every append
+then allocates its blocks and journals it in `write()`. On XFS the brokers spent half as
+much kernel time per record as on ext4 nodelalloc at the same paced rate (2026-11-26,
+bench/README.md).
 
-`with DataFs(mib, scratch) as fs:` makes an ext4 image of `mib` MiB (allocated, not sparse),
-attaches it to a loop device with direct I/O (so its blocks are not cached twice) and mounts
-it with `nodelalloc,noatime` under `scratch`; `fs.path` is the mount point, or `scratch`
-itself when that is not possible (not root, no loop device, no mkfs.ext4), with `fs.why`.
-On exit it is unmounted, detached and deleted.
+`with DataFs(mib, scratch, kind) as fs:` makes an image of `mib` MiB (allocated, not sparse)
+with `kind`'s filesystem ("xfs": `mkfs.xfs`, mounted `noatime`; "ext4": mounted
+`nodelalloc,noatime`), attaches it to a loop device with direct I/O (so its blocks are not
+cached twice) and mounts it under `scratch`; `fs.path` is the mount point, or `scratch`
+itself when that is not possible (not root, no loop device, no mkfs for that kind), with
+`fs.why`. On exit it is unmounted, detached and deleted.
 """
 
 from __future__ import annotations
@@ -26,7 +30,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
-MOUNT_OPTIONS = "nodelalloc,noatime"
+# kind -> (mkfs command, mount options)
+KINDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "xfs": (("mkfs.xfs", "-q", "-f"), "noatime"),
+    # inode tables and journal initialised now, not by a kernel thread during the run
+    "ext4": (("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"),
+             "nodelalloc,noatime"),
+}
 
 
 def _run(*cmd: str) -> str:
@@ -37,8 +47,11 @@ def _run(*cmd: str) -> str:
 
 
 class DataFs:
-    def __init__(self, mib: int, scratch: Path) -> None:
-        self.mib, self.scratch = mib, scratch
+    def __init__(self, mib: int, scratch: Path, kind: str = "xfs") -> None:
+        if kind not in KINDS:
+            raise ValueError(f"no such log.dirs filesystem {kind!r} (one of {', '.join(KINDS)})")
+        self.mib, self.scratch, self.kind = mib, scratch, kind
+        self.mkfs, self.options = KINDS[kind]
         self.path = scratch
         self.active = False
         self.why = ""
@@ -54,7 +67,7 @@ class DataFs:
         if os.geteuid() != 0:
             self.why = "the scratch directory's own filesystem (mounting one needs root)"
             return self
-        missing = [t for t in ("losetup", "mkfs.ext4", "mount", "umount")
+        missing = [t for t in ("losetup", self.mkfs[0], "mount", "umount")
                    if shutil.which(t) is None]
         if missing:
             self.why = f"the scratch directory's own filesystem ({', '.join(missing)} missing)"
@@ -62,12 +75,10 @@ class DataFs:
         try:
             with open(self.image, "wb") as f:
                 os.posix_fallocate(f.fileno(), 0, self.mib << 20)
-            # inode tables and journal initialised now, not by a kernel thread during the run
-            _run("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0",
-                 str(self.image))
+            _run(*self.mkfs, str(self.image))
             self.device = _run("losetup", "--find", "--show", "--direct-io=on", str(self.image))
             self.mount_point.mkdir()
-            _run("mount", "-o", MOUNT_OPTIONS, self.device, str(self.mount_point))
+            _run("mount", "-o", self.options, self.device, str(self.mount_point))
             self.mounted = True
         except OSError as e:
             self.__exit__(None, None, None)
@@ -79,7 +90,9 @@ class DataFs:
     def describe(self) -> str:
         if not self.active:
             return f"log.dirs: {self.why}"
-        return (f"log.dirs: ext4 mounted {MOUNT_OPTIONS} (Kafka's ext4 notes), a {self.mib:,} "
+        why = ("Kafka's filesystem recommendation" if self.kind == "xfs"
+               else "Kafka's ext4 notes")
+        return (f"log.dirs: {self.kind} mounted {self.options} ({why}), a {self.mib:,} "
                 f"MiB image on {self.device} with direct I/O")
 
     def __exit__(self, *exc: object) -> None:

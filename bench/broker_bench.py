@@ -17,9 +17,10 @@ machine, and printed as ratios:
   full of clean page cache before the cluster starts, so new log pages reuse reclaimed ones;
   on a fresh VM a never-touched page costs ~2.5 CPU-s per GB, tripled by RF 3: see
   bench/_page_cache.py; the fill's cost is printed, and --page-cache-mib 0 measures cold),
-  its log.dirs on ext4 mounted nodelalloc as Kafka's ext4 notes advise (delayed allocation
-  stalled appends 20-170 ms behind writeback: bench/_data_fs.py; --data-fs-mib 0 uses the
-  scratch directory's filesystem);
+  its log.dirs on XFS as Kafka's filesystem notes recommend (ext4's delayed allocation
+  stalled appends 20-170 ms behind writeback, and ext4 mounted nodelalloc spends twice XFS's
+  kernel time per record: bench/_data_fs.py; --data-fs ext4 measures that one, and
+  --data-fs-mib 0 the scratch directory's filesystem);
   produce acks=all (MB/s, rec/s; p50/p99 latency from delivery callbacks, both at saturation
   and in a paced run at half the measured rate), then a caught-up consume of the same data
   (Consumer.assign from offset 0); CPU of every process per phase, as CPU-s per GB.
@@ -95,7 +96,7 @@ from broker.wire import (
 from harness.clients.logs import quiet_logger  # librdkafka's lines off stderr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _data_fs import DataFs  # bench/ is not a package
+from _data_fs import KINDS, DataFs  # bench/ is not a package
 from _page_cache import SteadyPageCache
 
 MB = 1_000_000
@@ -947,7 +948,7 @@ def soak(args: argparse.Namespace, value: bytes) -> None:
     # ten minutes would otherwise write 100+ GB (it filled this machine's disk once).
     stack = contextlib.ExitStack()
     try:
-        data_fs = stack.enter_context(DataFs(args.data_fs_mib, root))
+        data_fs = stack.enter_context(DataFs(args.data_fs_mib, root, args.data_fs))
         print(data_fs.describe())
         page_cache = stack.enter_context(SteadyPageCache(args.page_cache_mib, root))
         print(page_cache.describe())
@@ -1083,7 +1084,7 @@ def latency_only(args: argparse.Namespace, value: bytes) -> None:
     stack = contextlib.ExitStack()
     python = _profiling_python(args.profile.resolve()) if args.profile else sys.executable
     try:
-        data_fs = stack.enter_context(DataFs(args.data_fs_mib, root))
+        data_fs = stack.enter_context(DataFs(args.data_fs_mib, root, args.data_fs))
         print(data_fs.describe())
         page_cache = stack.enter_context(SteadyPageCache(args.page_cache_mib, root))
         print(page_cache.describe())
@@ -1169,9 +1170,12 @@ def main() -> None:
                     help="start a run only when foreign CPU <= this %% of a core (bounded wait)")
     ap.add_argument("--quick", action="store_true", help="smoke run, under a minute")
     ap.add_argument("--data-fs-mib", type=int, default=16384, metavar="MIB",
-                    help="the brokers' log.dirs on an ext4 image of this size mounted nodelalloc, "
-                         "as Kafka's ext4 notes advise (needs root; bench/_data_fs.py says "
-                         "why); 0: the scratch directory's own filesystem")
+                    help="the brokers' log.dirs on a filesystem image of this size (needs "
+                         "root; bench/_data_fs.py says why); 0: the scratch directory's own "
+                         "filesystem")
+    ap.add_argument("--data-fs", choices=sorted(KINDS), default="xfs",
+                    help="that image's filesystem: xfs (Kafka's recommendation, the default) "
+                         "or ext4 mounted nodelalloc (Kafka's ext4 notes)")
     ap.add_argument("--page-cache-mib", type=int, default=6144, metavar="MIB",
                     help="run the cluster in a memory cgroup of this size, filled with clean "
                          "page cache first, as a long-running broker's is (needs root; "
@@ -1276,7 +1280,7 @@ def main() -> None:
         sink_p, sink_c = med(r.mbs for r in sp), med(c.mbs for c in sc)
 
         # the real cluster, in a steady page cache (bench/_page_cache.py)
-        data_fs = stack.enter_context(DataFs(args.data_fs_mib, root))
+        data_fs = stack.enter_context(DataFs(args.data_fs_mib, root, args.data_fs))
         print(data_fs.describe())
         page_cache = stack.enter_context(SteadyPageCache(args.page_cache_mib, root))
         print(page_cache.describe())
@@ -1374,7 +1378,7 @@ def main() -> None:
             table.add("  the cluster's page cache", "unbounded",
                       page_cache.why.removeprefix("not bounded: ")
                       + "; on a fresh VM this can add ~2.5 CPU-s per GB stored")
-        table.add("  the brokers' log.dirs", "ext4 nodelalloc" if data_fs.active else "as is",
+        table.add("  the brokers' log.dirs", data_fs.kind if data_fs.active else "as is",
                   data_fs.describe().removeprefix("log.dirs: "))
         table.add("confluent producer vs sink", f"{sink_p:,.0f} MB/s",
                   f"{sink_p / tcp_m:.3f} of TCP")

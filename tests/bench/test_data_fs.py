@@ -1,5 +1,5 @@
-"""bench/_data_fs.py: the broker bench's log.dirs on ext4 mounted nodelalloc (a loop-device
-image), and everything undone afterwards."""
+"""bench/_data_fs.py: the broker bench's log.dirs on XFS or on ext4 mounted nodelalloc (a
+loop-device image), and everything undone afterwards."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from _data_fs import DataFs  # bench/ is not a package
 def _why_not() -> str | None:
     if os.geteuid() != 0:
         return "needs root to attach a loop device and mount"
-    missing = [t for t in ("losetup", "mkfs.ext4") if shutil.which(t) is None]
+    # scripts/setup installs xfsprogs
+    missing = [t for t in ("losetup", "mkfs.ext4", "mkfs.xfs") if shutil.which(t) is None]
     if missing:
         return f"{', '.join(missing)} missing"
     if not Path("/dev/loop-control").exists():
@@ -36,13 +37,20 @@ def test_zero_means_the_scratch_directory(tmp_path: Path) -> None:
         assert "--data-fs-mib 0" in fs.describe()
 
 
+def test_an_unknown_filesystem_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"no such log\.dirs filesystem 'btrfs'"):
+        DataFs(512, tmp_path, "btrfs")
+
+
 @pytest.mark.skipif(_why_not() is not None, reason=str(_why_not()))
-def test_mounted_nodelalloc_then_undone(tmp_path: Path) -> None:
-    with DataFs(256, tmp_path) as fs:
+@pytest.mark.parametrize(("kind", "option"), [("xfs", "noatime"), ("ext4", "nodelalloc")])
+def test_mounted_then_undone(tmp_path: Path, kind: str, option: str) -> None:
+    with DataFs(512, tmp_path, kind) as fs:  # mkfs.xfs wants 300 MB at least
         assert fs.active, fs.why
         line = next(m for m in _mounts().splitlines() if m.split()[1] == str(fs.path))
-        device, _, kind, options = line.split()[:4]
-        assert kind == "ext4" and "nodelalloc" in options.split(",")
+        device, _, mounted, options = line.split()[:4]
+        assert mounted == kind and option in options.split(",")
+        assert kind in fs.describe()
         (fs.path / "x").write_bytes(b"kafka" * 1000)  # usable
         assert device == fs.device
     assert str(tmp_path / "data-fs") not in _mounts()
