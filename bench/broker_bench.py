@@ -189,13 +189,21 @@ def foreign_pct(window_s: float) -> float:
     return m.pct(m.foreign_s)
 
 
-QUIET = {"limit": 30.0, "timeout": 30.0, "waited": 0.0, "gave_up": 0}
+QUIET = {"limit": 30.0, "timeout": 30.0, "waited": 0.0, "gave_up": 0, "synced": 0.0}
 
 
 def wait_quiet() -> None:
-    """Before a measurement: wait (bounded) for a 0.5 s window in which foreign processes use
-    at most QUIET["limit"] % of one core. The machine is shared; this does not make it quiet,
-    it only avoids starting a run in the middle of someone else's burst."""
+    """Before a measurement: the dirty pages of the runs before it are written back first
+    (`os.sync`), then wait (bounded) for a 0.5 s window in which foreign processes use at
+    most QUIET["limit"] % of one core. The machine is shared; this does not make it quiet,
+    it only avoids starting a run in the middle of someone else's burst. The write-back is
+    there because a saturated round leaves gigabytes dirty (three replicas on one disk), and
+    the kernel's writeback of them (on XFS it allocates the blocks too) ran on the two cores
+    through the half-load run that followed: that run then measured the drain of an
+    overload, not half load (p99 414 ms against 10 ms, 2026-11-26 23:14, bench/README.md)."""
+    t = time.monotonic()
+    os.sync()
+    QUIET["synced"] += time.monotonic() - t
     t = time.monotonic()
     while foreign_pct(0.5) > QUIET["limit"]:
         if time.monotonic() - t > QUIET["timeout"]:
@@ -1432,7 +1440,8 @@ def main() -> None:
         if QUIET["gave_up"]:
             print(f"note: {QUIET['gave_up']} run(s) started although foreign CPU stayed above "
                   f"{QUIET['limit']:.0f} % for {QUIET['timeout']:.0f} s")
-        print(f"waited {QUIET['waited']:.0f} s in total for quiet windows")
+        print(f"waited {QUIET['waited']:.0f} s in total for quiet windows and "
+              f"{QUIET['synced']:.0f} s for earlier runs' dirty pages to be written back")
         if args.profile:
             print_profiles(args.profile.resolve())
     finally:
