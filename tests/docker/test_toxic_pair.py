@@ -96,10 +96,12 @@ def test_toxic_between_leader_and_follower(node_image: str, tmp_path: Path) -> N
     slow_in = max(per_window)
     print(f"send p99 up to {slow_in:.0f} ms in the toxic windows ({per_window}), median "
           f"{typical_out:.0f} ms between them")
-    # a send waits for the shrink: up to the lag time (1 s) after the follower's last
-    # caught-up fetch, so a bucket's p99 lands near it, a little under when the send came
-    # after that fetch (943 ms seen in CI once the lag timer became a precise deadline)
-    assert slow_in >= 800, p99
+    # a send waits for the shrink, which comes the lag time (1 s) after the follower's last
+    # caught-up fetch: that fetch can precede the toxic by a fetch round, and the window's
+    # first send can come well after it, so a bucket's p99 lands between about half of the
+    # lag time and all of it (943 ms and 743 ms seen in CI); outside the windows it is the
+    # machine's noise, judged below
+    assert slow_in >= 500, p99
     # between the windows this loaded machine's own noise: p99 0.25-0.8 s measured
     assert typical_out < 0.75 * slow_in, p99
 
