@@ -29,13 +29,20 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import NamedTuple
 
-# kind -> (mkfs command, mount options)
-KINDS: dict[str, tuple[tuple[str, ...], str]] = {
-    "xfs": (("mkfs.xfs", "-q", "-f"), "noatime"),
+
+class Kind(NamedTuple):
+    mkfs: tuple[str, ...]
+    options: str  # mount options
+    advice: str  # whose advice it follows
+
+
+KINDS: dict[str, Kind] = {
+    "xfs": Kind(("mkfs.xfs", "-q", "-f"), "noatime", "Kafka's filesystem recommendation"),
     # inode tables and journal initialised now, not by a kernel thread during the run
-    "ext4": (("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"),
-             "nodelalloc,noatime"),
+    "ext4": Kind(("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"),
+                 "nodelalloc,noatime", "Kafka's ext4 notes"),
 }
 
 
@@ -51,7 +58,7 @@ class DataFs:
         if kind not in KINDS:
             raise ValueError(f"no such log.dirs filesystem {kind!r} (one of {', '.join(KINDS)})")
         self.mib, self.scratch, self.kind = mib, scratch, kind
-        self.mkfs, self.options = KINDS[kind]
+        self.mkfs, self.options, self.advice = KINDS[kind]
         self.path = scratch
         self.active = False
         self.why = ""
@@ -90,9 +97,7 @@ class DataFs:
     def describe(self) -> str:
         if not self.active:
             return f"log.dirs: {self.why}"
-        why = ("Kafka's filesystem recommendation" if self.kind == "xfs"
-               else "Kafka's ext4 notes")
-        return (f"log.dirs: {self.kind} mounted {self.options} ({why}), a {self.mib:,} "
+        return (f"log.dirs: {self.kind} mounted {self.options} ({self.advice}), a {self.mib:,} "
                 f"MiB image on {self.device} with direct I/O")
 
     def __exit__(self, *exc: object) -> None:
