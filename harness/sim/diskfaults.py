@@ -13,7 +13,9 @@
   broker ("kill" column): a segment flip is found by the recovery scan's CRC check and the
   log is truncated there (the follower fetches the rest again); an index is rebuilt; a
   checkpoint is checked against the log or clamped to it. Never a silent wrong read: the
-  records served afterwards are the records written.
+  records served afterwards are the records written. A segment flip lands in a segment the
+  restart rescans (`rescanned_segments`: from the one holding the recovery point on); one
+  below it, flushed when the log rolled, is bit rot no recovery finds (atlas: "read error").
 
 The flip lands only once nothing can count the broker as in sync any more: it is out of the
 ZooKeeper ISR, out of every live leader's view of it and every live controller's cache (it
@@ -40,7 +42,9 @@ from typing import TYPE_CHECKING, Any
 
 from broker.recordbatch import CRC_OFFSET
 from broker.store.batch import iter_headers
+from broker.store.checkpoint import RECOVERY_POINT_CHECKPOINT, CheckpointError, read_offsets
 from broker.store.fs import SimFS, SimulatedCrash
+from broker.store.log import parse_topic_partition
 from core.types import Role
 from harness.history import INFO, NEMESIS
 from harness.sim.cluster import DATA_DIR
@@ -74,6 +78,26 @@ def covered_position(data: bytes, position: int) -> int:
                 return min(pos + h.size - 1, position + CRC_OFFSET)
             return position
     return position
+
+
+def rescanned_segments(fs: SimFS, partition_dir: Path) -> list[Path]:
+    """The segment files of a partition that a restart after a kill scans batch by batch,
+    CRCs included, in offset order: every segment from the first one holding offsets at or
+    past the partition's checkpointed recovery point (broker/store/log.py `_load`, Kafka's
+    `LogLoader.recoverLog`; no readable checkpoint: from the first segment). Below it a
+    restart only walks batch headers, so a flipped payload bit there is found by no recovery
+    (docs/storage-faults.md, "read error")."""
+    try:
+        points = read_offsets(fs, partition_dir.parent / RECOVERY_POINT_CHECKPOINT)
+    except CheckpointError:
+        points = {}
+    point = points.get(parse_topic_partition(partition_dir.name), 0)
+    bases = sorted(int(n[:-4]) for n in fs.listdir(partition_dir)
+                   if n.endswith(".log") and n[:-4].isdigit())
+    for i in range(len(bases)):
+        if i + 1 == len(bases) or bases[i + 1] > point:
+            return [partition_dir / f"{b:020d}.log" for b in bases[i:]]
+    return []
 
 
 def names_in_sync(obj: object, b: int) -> bool:
@@ -227,8 +251,27 @@ class DiskFaults:
         data = br.fs.file_bytes(path)
         size = len(data)
         position, bit = nem.rng.randrange(size), nem.rng.randrange(8)
-        if path.suffix == ".log" and not FLIP_UNCOVERED:
-            position = covered_position(data, position)
+        if path.suffix == ".log":
+            # A segment below the recovery point (flushed when the log rolled) is not
+            # rescanned by the restart: its flipped payload would stay on disk unnoticed,
+            # and the broker, back in the ISR by fetching past it, could later lead with an
+            # acknowledged record no reader can take (bit rot of flushed data: found by no
+            # recovery, in Kafka as here, outside ZooKeeper-era Kafka's guarantee like a
+            # corrupted ISR member). The flip goes to the first segment the restart scans
+            # instead, at the same draw (seeds 710149-710820 at --time 120: logs past 64 KiB
+            # roll, and a consumer's read of such a batch halted the leader).
+            scanned = [f for f in rescanned_segments(br.fs, path.parent)
+                       if br.fs.file_bytes(f)]
+            if path not in scanned:
+                if not scanned:
+                    nem.c.note(f"bitflip skipped: no bytes of {path.parent} past its "
+                               "recovery point")
+                    return
+                path = scanned[0]
+                data = br.fs.file_bytes(path)
+                position %= len(data)
+            if not FLIP_UNCOVERED:
+                position = covered_position(data, position)
         br.fs.flip_bit(path, position, bit)
         # recover now, as the restart will: the projected disk is what recovery leaves
         br.logs = None
