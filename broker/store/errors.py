@@ -5,6 +5,8 @@ Every error says what was wrong, where (file, position, offset) and, when it hel
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class StoreError(Exception):
     """Base class of every segment-store error."""
@@ -42,6 +44,18 @@ class OffsetOutOfRangeError(StoreError):
         self.offset = offset
         self.log_start_offset = log_start_offset
         self.log_end_offset = log_end_offset
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickle (a process pool's results) calls cls(*args): the keyword-only fields
+        # must come back through a function that passes them
+        return (_offset_out_of_range, (str(self), self.offset, self.log_start_offset,
+                                       self.log_end_offset))
+
+
+def _offset_out_of_range(message: str, offset: int, log_start_offset: int,
+                         log_end_offset: int) -> OffsetOutOfRangeError:
+    return OffsetOutOfRangeError(message, offset=offset, log_start_offset=log_start_offset,
+                                 log_end_offset=log_end_offset)
 
 
 class NonContiguousOffsetError(InvalidRecordError):

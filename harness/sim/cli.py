@@ -18,6 +18,7 @@ from harness.sim.run import (
     WORKLOADS,
     SimOptions,
     SimResult,
+    crash_line,
     read_trace,
     run_seed,
     scenario,
@@ -43,8 +44,17 @@ class Summary:
 
 
 def run_one(opts: SimOptions) -> Summary:
+    """One seed's summary. Never raises: `run_seed` reports what escapes its event loop as
+    the seed's failure, and anything raised around it (building the cluster, the checkers)
+    becomes the failure line here. A worker's exception would otherwise cross the process
+    pool, where one that does not unpickle killed the pool's result thread and hung the
+    swarm (2026-11-27, an OffsetOutOfRangeError)."""
     t = time.perf_counter()
-    r = run_seed(opts)
+    try:
+        r = run_seed(opts)
+    except Exception as e:
+        return Summary(opts.seed, False, crash_line(e), 0, 0, 0, 0, "",
+                       time.perf_counter() - t, ())
     return Summary(opts.seed, r.ok, r.failure, r.events, r.steps, r.sim_ms, r.faults,
                    r.trace_hash, time.perf_counter() - t, r.drawn.faults)
 

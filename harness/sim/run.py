@@ -11,6 +11,7 @@ import dataclasses
 import gc
 import json
 import random
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -598,6 +599,10 @@ def run_seed(opts: SimOptions, *, keep_trace: bool = False, check: bool = True) 
     except Violation as v:
         failure = str(v)
         w.stopped = True
+    except Exception as e:  # the real code (or the simulator) raised: the seed's finding
+        failure = crash_line(e)
+        c.note(failure)
+        w.stopped = True
     checked: dict[str, Any] = {}
     if check and failure is None:
         from harness.checkers import check as check_history
@@ -608,6 +613,18 @@ def run_seed(opts: SimOptions, *, keep_trace: bool = False, check: bool = True) 
     return SimResult(opts, d, failure is None, failure, w.history, c.hash.hexdigest(),
                      sched.events, c.stepped, sched.now_us // US_PER_MS, nem.count, checked,
                      c.trace)
+
+
+def crash_line(e: BaseException) -> str:
+    """A seed's failure line for an exception that escaped the event loop: its type, its
+    words and where it was raised (the innermost frame), so that a swarm reports it as a
+    failing seed with a replayable trace instead of dying on it."""
+    where = ""
+    tb = traceback.extract_tb(e.__traceback__)
+    if tb:
+        f = tb[-1]
+        where = f" (at {Path(f.filename).name}:{f.lineno} in {f.name})"
+    return f"error: {type(e).__name__}: {e}{where}"
 
 
 def make_workload(c: Cluster, opts: SimOptions, d: Drawn, rng: random.Random) -> Workload:

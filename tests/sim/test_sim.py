@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -414,3 +415,49 @@ def test_a_leader_hw_going_down_is_still_found() -> None:
     c.dirty = True
     with pytest.raises(Violation, match=r"hw_monotonic: broker \d: leader HW went from"):
         c.after_event()
+
+
+def test_an_exception_out_of_a_seed_is_its_failure_not_a_dead_swarm(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exception that escapes the event loop (here the store's `OffsetOutOfRangeError`,
+    raised by the real code's read path, whose keyword-only fields did not unpickle) is the
+    seed's failure line, naming the exception and where it was raised, and the swarm goes
+    on over two worker processes: it used to cross the pool unpicklable, kill the pool's
+    result thread and hang the swarm (2026-11-27)."""
+    from broker.store.errors import OffsetOutOfRangeError
+    from harness.sim import run as run_mod
+
+    original, build = Cluster.after_event, run_mod.build
+    doomed: set[int] = set()
+
+    def marking(opts: SimOptions) -> Any:
+        c, d, rng = build(opts)
+        if opts.seed == 3:
+            doomed.add(id(c))
+        return c, d, rng
+
+    def raising(self: Cluster) -> None:
+        if id(self) in doomed and self.sched.now_us > 1_000_000:
+            raise OffsetOutOfRangeError("read at offset 9", offset=9, log_start_offset=0,
+                                        log_end_offset=4)
+        original(self)
+
+    monkeypatch.setattr(run_mod, "build", marking)
+    monkeypatch.setattr(Cluster, "after_event", raising)
+    out = run_many(SimOptions(seed=0, **SHORT), [2, 3, 4], workers=2)
+    assert [s.seed for s in out] == [2, 3, 4]
+    assert out[0].ok and out[2].ok, (out[0].failure, out[2].failure)
+    assert not out[1].ok and out[1].failure is not None
+    assert out[1].failure.startswith("error: OffsetOutOfRangeError: read at offset 9 (at ")
+    assert "in raising)" in out[1].failure
+
+
+def test_the_store_errors_cross_a_process_pool() -> None:
+    import pickle
+
+    from broker.store.errors import OffsetOutOfRangeError
+
+    e = pickle.loads(pickle.dumps(OffsetOutOfRangeError(
+        "read at offset 9", offset=9, log_start_offset=2, log_end_offset=4)))
+    assert (str(e), e.offset, e.log_start_offset, e.log_end_offset) == (
+        "read at offset 9", 9, 2, 4)

@@ -594,6 +594,23 @@ def test_a_flip_lands_where_the_restart_rescans_seeds_at_120_s(seed: int) -> Non
     assert flips and all(f["recovery"] for f in flips), flips
 
 
+def test_a_flip_never_leaves_another_valid_log_start_seed_711379() -> None:
+    """Seed 711379 at --time 120 (queue; zk-isolate, pause, clog, move-leader, bitflip,
+    bounce-leader, slow-control, bounce-controller): a flip turned broker 0's
+    log-start-offset-checkpoint "t 0 0" into "t 0 8", a valid file that hides records 0-7
+    (no checksum in Kafka's text format: trusted as read, as Kafka), and the simulator's
+    projection, reading the log back from 0, raised `OffsetOutOfRangeError` out of the seed
+    (the swarm then hung: the exception did not unpickle). Undetectable bit rot is outside
+    the fault model: such a flip goes to the version line instead, and the broker ignores
+    the file (each log starts at its first segment)."""
+    r = run_seed(SimOptions(seed=711379, time_s=120.0))
+    assert r.ok, r.failure
+    starts = [f for f in _nemesis(r.history, "bitflip")
+              if f["file"].endswith("log-start-offset-checkpoint")]
+    assert starts and all(f["position"] == 0 and "ignored" in f["recovery"][0]
+                          for f in starts), starts
+
+
 def _settled_cluster() -> Cluster:
     """Seed 1's cluster on a lossless network, traced, started and settled (2 s): what the
     ZooKeeper-hold tests below cut and heal by hand."""
