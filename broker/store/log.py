@@ -281,7 +281,12 @@ class Log:
                         f"{seg.log_path.name}: truncated {truncated} of {before} bytes at "
                         f"position {seg.size} (torn or corrupt tail)"
                     )
-            if bad_tail and seg.size == 0 and self.segments:
+            # A segment that recovery emptied goes, unless the segments before it end below
+            # its base offset (compaction removed their last records): the log end would move
+            # back below offsets already given out, so the next append would reuse them (as
+            # Kafka, which keeps a truncated segment; tests/store/test_store_stateful.py).
+            if (bad_tail and seg.size == 0 and self.segments
+                    and self.segments[-1].next_offset >= base):
                 seg.close()
                 self._delete_segment_files(base)
             else:

@@ -284,3 +284,36 @@ TestSegmentLog.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+
+
+class _Draws:
+    """`st.data()` for a rule called by hand: the given values, in order."""
+
+    def __init__(self, *values: int) -> None:
+        self.values = list(values)
+
+    def draw(self, strategy: object) -> int:
+        return self.values.pop(0)
+
+
+def test_a_torn_segment_after_a_compacted_one_keeps_the_log_end() -> None:
+    """Found by the machine above (2026-11-27): offset 0 alone in the first segment, offsets
+    1-4 in the second, a roll, a compaction that removes offset 0's record (the first segment
+    is now empty, its base 0), a truncation to offset 1 (the log end stays 1), an append of
+    offset 1 that a crash tears. Recovery emptied the second segment and deleted it, so the
+    log ended at the first, empty segment: offset 0, below the durable end 1, and the next
+    append would have reused offset 0. A segment that recovery empties now stays when the
+    segments before it end below its base offset (as Kafka keeps a truncated segment)."""
+    m = SegmentLogMachine()
+    m.setup(seed=0, segment_bytes=200, index_interval_bytes=0)
+    m.append_as_follower(n=1, size=0, count=1)
+    m.append_as_follower(n=2, size=0, count=2)
+    m.roll()
+    m.compact(advance=0, hw_back=0)
+    assert m.log.segments[0].size == 0  # the compaction emptied the first segment
+    m.truncate_to(_Draws(0))  # type: ignore[arg-type]
+    m.append_as_follower(n=1, size=0, count=1)
+    m.crash_and_reopen(lose_unsynced=True, torn=True)  # asserts the log end >= durable
+    assert m.log.log_end_offset == 1
+    assert [(s.base_offset, s.size) for s in m.log.segments] == [(0, 0), (1, 0)]
+    m.log_matches_model()
