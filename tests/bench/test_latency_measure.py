@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-import broker_bench as bb  # noqa: E402
+import broker_bench as bb
 
 
 def test_a_batch_is_acknowledged_at_its_first_report() -> None:
