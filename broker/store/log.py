@@ -83,6 +83,17 @@ TEMP_SUFFIXES = (
 )
 
 
+def rescan_start(bases: Sequence[int], recovery_point: int) -> int:
+    """The index, in `bases` (a log's segment base offsets, ascending), of the first segment
+    a restart rescans batch by batch, CRCs included: the first that holds offsets at or past
+    the recovery point (the last one always; Kafka's `LogLoader.recoverLog`). The segments
+    before it are flushed and only their batch headers are walked."""
+    for i in range(len(bases) - 1):
+        if bases[i + 1] > recovery_point:
+            return i
+    return max(len(bases) - 1, 0)
+
+
 def parse_topic_partition(name: str) -> tuple[str, int]:
     topic, sep, partition = name.rpartition("-")
     if not sep or not topic or not partition.isdigit():
@@ -230,6 +241,7 @@ class Log:
                     )
         recovered = False
         expected = 0
+        rescan = rescan_start(bases, recovery_point)
         for i, base in enumerate(bases):
             if self.segments and base > expected and not self.config.compact:
                 # A hole: a segment before this one is missing or lost its tail. Serving the
@@ -248,7 +260,7 @@ class Log:
                 break
             seg = LogSegment(fs, d, base, self.config, created_ms=now_ms)
             next_base = bases[i + 1] if i + 1 < len(bases) else None
-            needs_recovery = recovered or next_base is None or next_base > recovery_point
+            needs_recovery = recovered or i >= rescan
             if not needs_recovery:
                 seg.durable_size = seg.size
                 try:

@@ -49,7 +49,8 @@ from broker.store.checkpoint import (
     read_offsets,
 )
 from broker.store.fs import SimFS, SimulatedCrash
-from broker.store.log import parse_topic_partition
+from broker.store.log import parse_topic_partition, rescan_start
+from broker.store.segment import LOG_SUFFIX, file_stem, parse_stem
 from core.types import Role
 from harness.history import INFO, NEMESIS
 from harness.sim.cluster import DATA_DIR
@@ -97,12 +98,10 @@ def rescanned_segments(fs: SimFS, partition_dir: Path) -> list[Path]:
     except CheckpointError:
         points = {}
     point = points.get(parse_topic_partition(partition_dir.name), 0)
-    bases = sorted(int(n[:-4]) for n in fs.listdir(partition_dir)
-                   if n.endswith(".log") and n[:-4].isdigit())
-    for i in range(len(bases)):
-        if i + 1 == len(bases) or bases[i + 1] > point:
-            return [partition_dir / f"{b:020d}.log" for b in bases[i:]]
-    return []
+    bases = sorted(b for n in fs.listdir(partition_dir)
+                   if n.endswith(LOG_SUFFIX) and (b := parse_stem(n)) is not None)
+    return [partition_dir / (file_stem(b) + LOG_SUFFIX)
+            for b in bases[rescan_start(bases, point):]]
 
 
 def _reads_otherwise(fs: SimFS, path: Path, before: bytes) -> bool:
