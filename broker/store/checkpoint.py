@@ -32,8 +32,11 @@ class CheckpointError(StoreError):
 def _parse(fs: FS, path: Path, fields: int) -> list[list[str]]:
     if not fs.exists(path):
         return []
-    text = read_whole(fs, path).decode("utf-8", "replace")
-    lines = text.split("\n")
+    return _parse_bytes(read_whole(fs, path), path, fields)
+
+
+def _parse_bytes(data: bytes, path: Path, fields: int) -> list[list[str]]:
+    lines = data.decode("utf-8", "replace").split("\n")
     try:
         version = int(lines[0])
         count = int(lines[1])
@@ -54,8 +57,15 @@ def _render(rows: list[str]) -> bytes:
 
 
 def read_offsets(fs: FS, path: Path) -> dict[TopicPartition, int]:
+    if not fs.exists(path):
+        return {}
+    return parse_offsets(read_whole(fs, path), path)
+
+
+def parse_offsets(data: bytes, path: Path) -> dict[TopicPartition, int]:
+    """The offsets of a directory checkpoint's bytes (`path` names it in errors)."""
     try:
-        return {(t, int(p)): int(o) for t, p, o in _parse(fs, path, 3)}
+        return {(t, int(p)): int(o) for t, p, o in _parse_bytes(data, path, 3)}
     except ValueError:
         raise CheckpointError(f"{path}: non-integer partition or offset") from None
 
