@@ -134,11 +134,6 @@ def _machine_cpu() -> tuple[float, float]:
     return (sum(v[:8]) - idle) / CLK, v[4] / CLK
 
 
-def _machine_busy() -> float:
-    """CPU-seconds the whole machine spent not idle since boot."""
-    return _machine_cpu()[0]
-
-
 def _descendants(root: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for d in os.listdir("/proc"):
@@ -577,12 +572,15 @@ class ProduceResult:
         return self.records / self.seconds
 
     def pct(self, q: float) -> float:
-        xs = self.latencies_ms
-        return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+        return _quantile(self.latencies_ms, q)
 
     def pct_acked(self, q: float) -> float:
-        xs = self.acked_ms
-        return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+        return _quantile(self.acked_ms, q)
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    """The q-quantile of sorted `xs` (nan when empty)."""
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
 def batch_acked_ms(marks: list[tuple[float, int, int, float]]) -> list[float]:
@@ -616,7 +614,6 @@ class PacedRuns:
     between runs at the same rate within minutes (4.3-5.5 ms at 174 MB/s, 2026-11-27,
     bench/README.md), with the state of the page cache and the disk's writeback, more than
     the changes it is meant to judge."""
-    rate: float  # asked, records/s
     runs: list[ProduceResult]
 
     def pct(self, q: float) -> float:
@@ -639,7 +636,7 @@ def paced_runs(conf: dict[str, Any], partitions: int, rate: float, value: bytes,
                every: int = 1, topic: str = TOPIC) -> PacedRuns:
     """`rounds` runs at `rate` records/s of `seconds` each; a line per run, with the foreign
     CPU and the machine's iowait (the disk's writeback stalling appends shows there)."""
-    out = PacedRuns(rate, [])
+    out = PacedRuns([])
     for i in range(max(1, rounds)):
         r = produce(conf, partitions, max(1000, int(rate * seconds)), value, rate=rate,
                     named=named, every=every, topic=topic)

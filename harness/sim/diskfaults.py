@@ -278,15 +278,14 @@ class DiskFaults:
             # corrupted ISR member). The flip goes to the first segment the restart scans
             # instead, at the same draw (seeds 710149-710820 at --time 120: logs past 64 KiB
             # roll, and a consumer's read of such a batch halted the leader).
-            scanned = [f for f in rescanned_segments(br.fs, path.parent)
-                       if br.fs.file_bytes(f)]
-            if path not in scanned:
-                if not scanned:
+            scanned = rescanned_segments(br.fs, path.parent)
+            if path not in scanned:  # (the drawn file has bytes: `position` is in it)
+                nonempty = [(f, b) for f in scanned if (b := br.fs.file_bytes(f))]
+                if not nonempty:
                     nem.c.note(f"bitflip skipped: no bytes of {path.parent} past its "
                                "recovery point")
                     return
-                path = scanned[0]
-                data = br.fs.file_bytes(path)
+                path, data = nonempty[0]
                 position %= len(data)
             if not FLIP_UNCOVERED:
                 position = covered_position(data, position)
