@@ -280,7 +280,7 @@ class DiskFaults:
             # roll, and a consumer's read of such a batch halted the leader).
             scanned = rescanned_segments(br.fs, path.parent)
             if path not in scanned:  # (the drawn file has bytes: `position` is in it)
-                nonempty = [(f, b) for f in scanned if (b := br.fs.file_bytes(f))]
+                nonempty = [(f, raw) for f in scanned if (raw := br.fs.file_bytes(f))]
                 if not nonempty:
                     nem.c.note(f"bitflip skipped: no bytes of {path.parent} past its "
                                "recovery point")
