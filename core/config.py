@@ -24,6 +24,7 @@ class Bugs:
     hw_over_committed_isr: bool = False
     no_controller_epoch_check: bool = False
     offsets_before_epoch_start: bool = False
+    failover_trusts_restarted: bool = False
 
     def enabled(self) -> tuple[str, ...]:
         return tuple(f.name for f in fields(self) if getattr(self, f.name))

@@ -43,6 +43,10 @@ class PartitionContext(NamedTuple):
     assignment: tuple[int, ...]
     state: LeaderIsr | None  # as last read from or written to ZooKeeper
     config: TopicConfig = DEFAULT_TOPIC_CONFIG  # the topic's own settings, from ZooKeeper
+    # Brokers that `state` names (leader or ISR) for an incarnation they no longer run: they
+    # registered again after it was written, while no controller watched (`on_elected`). They
+    # stay out of this partition's leadership and ISR until a write of ours replaces `state`.
+    restarted: tuple[int, ...] = ()  # sorted (spec/symmetry.py renames it as a set of ids)
 
 
 class PendingElection(NamedTuple):
@@ -199,6 +203,8 @@ def _reconcile(
     """Bring one partition in line with the live brokers (`onBrokerFailure`,
     `triggerOnlinePartitionStateChange`, `doRemoveReplicasFromIsr`); `excluded`: brokers not
     live in `c` that a deferred election must keep out of the ISR when they are again."""
+    if ctx.restarted:
+        return _reconcile_restarted(c, ctx, cfg, excluded)
     live = _live_ids(c) - frozenset(c.shutting_down)
     if ctx.state is None:
         # A new partition: any live replica may lead (Kafka takes the first), all live
@@ -224,6 +230,31 @@ def _reconcile(
     # ("last replica standing"); the ISR never becomes empty.
     isr = tuple(r for r in s.isr if r in live) or s.isr
     return c, _write(c, ctx, NO_LEADER, isr, cfg)
+
+
+def _reconcile_restarted(
+    c: ControllerState, ctx: PartitionContext, cfg: ProtocolConfig, excluded: frozenset[int]
+) -> tuple[ControllerState, Effects]:
+    """`_reconcile` with the restarted members of the partition's state (`on_elected`) taken
+    as not live; unless nobody else can lead: then a restarted member is the last replica
+    standing, which Kafka elects (KIP-966), and it is no longer kept out."""
+    s = ctx.state
+    gone = frozenset(ctx.restarted)
+    live = _live_ids(c) - frozenset(c.shutting_down) - gone
+    if s is not None and s.leader not in live:
+        candidates, _ = offline_leader(
+            ctx.assignment, s.isr, live,
+            ctx.config.applied_to(cfg).unclean_leader_election_enable)
+        if not candidates:
+            ctx = ctx._replace(restarted=())
+            c = _with_context(c, ctx)
+            c, out = _reconcile(c, ctx, cfg, excluded)
+            # nothing to write: the replicas learn the state as it stands (`on_elected`
+            # kept it from them)
+            return c, out or _leader_and_isr(c, (ctx,))
+    view = c._replace(live=tuple(b for b in c.live if b.broker_id not in gone))
+    view, out = _reconcile(view, ctx._replace(restarted=()), cfg, excluded | gone)
+    return view._replace(live=c.live), out
 
 
 def _reconcile_all(
@@ -255,6 +286,15 @@ def _answered(c: ControllerState, tp: TopicPartition) -> ControllerState:
 # events
 
 
+def _restarted_members(snap: PartitionSnapshot, cfg: ProtocolConfig) -> tuple[int, ...]:
+    """The leader and ISR members the partition's state names from before their current
+    registration: the state was last written before they registered again."""
+    s = snap.state
+    if s is None or not snap.registered_since or cfg.bugs.failover_trusts_restarted:
+        return ()
+    return tuple(b for b in snap.registered_since if b == s.leader or b in s.isr)
+
+
 def on_elected(
     broker_id: int,
     controller_epoch: int,
@@ -264,7 +304,18 @@ def on_elected(
     cfg: ProtocolConfig,
 ) -> tuple[ControllerState, Effects]:
     """`onControllerFailover`: take over with what ZooKeeper holds, tell every broker the
-    current state, then repair offline partitions."""
+    current state, then repair offline partitions.
+
+    fix: a broker that crashed and registered again while no controller watched (the old
+    controller was the one that crashed, or lost its session) was never taken out of the
+    ISRs of its old incarnation. If it lost its disk (a wipe, a power failure) it holds less
+    than the HW, yet the state names it leader or ISR member: Kafka's controller believed it,
+    so the empty broker led again at the same leader epoch and its followers truncated to it
+    (found by `safe-wipe-one` in CI; the model checker finds it with one lossy crash:
+    `hiwater spec bugs`, failover-trusts-restarted). As `on_brokers_changed` does for a
+    bounce it sees, such members leave the partition's leadership and ISR (KIP-380's
+    onBrokerFailure), told apart by ZooKeeper's own order: their registration is newer than
+    the state's last write. They rejoin as followers once caught up."""
     c = ControllerState(
         broker_id=broker_id,
         controller_epoch=controller_epoch,
@@ -272,12 +323,16 @@ def on_elected(
         live=tuple(sorted(live, key=lambda b: b.broker_id)),
         partitions=tuple(
             sorted(
-                (PartitionContext(p.tp, p.assignment, p.state, p.config) for p in partitions),
+                (PartitionContext(p.tp, p.assignment, p.state, p.config,
+                                  _restarted_members(p, cfg)) for p in partitions),
                 key=lambda p: p.tp,
             )
         ),
     )
-    out: Effects = _update_metadata(c) + _leader_and_isr(c, c.partitions)
+    # (not a partition whose state names a restarted member: told now, the empty broker
+    # would lead; it learns the state the repair below writes)
+    trusted = tuple(p for p in c.partitions if not p.restarted)
+    out: Effects = _update_metadata(c) + _leader_and_isr(c, trusted)
     c, e = _reconcile_all(c, cfg)
     out += e
     if cfg.auto_leader_rebalance_enable:
@@ -454,7 +509,7 @@ def on_partition_written(
         # replicas what was read (a broker started while the write was in flight was not
         # told; those that know this leader epoch already ignore it).
         return c, _leader_and_isr(c, (ctx,)) + _update_metadata(c)
-    ctx = ctx._replace(state=proposed)
+    ctx = ctx._replace(state=proposed, restarted=())  # our write left them out
     c = _with_context(c, ctx)
     out = _leader_and_isr(c, (ctx,)) + _update_metadata(c)
     # fix: the live brokers may have changed while the write was in flight (Kafka's

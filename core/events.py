@@ -40,6 +40,10 @@ class PartitionSnapshot:
     assignment: tuple[int, ...]
     state: LeaderIsr | None  # None: the partition has no state znode yet (new topic)
     config: TopicConfig = DEFAULT_TOPIC_CONFIG  # the topic's `/config/topics/<t>` when read
+    # The brokers whose registration is newer than the state znode's last write (their
+    # `/brokers/ids` czxid, the broker epoch, is above its mzxid), sorted. Read where a new
+    # controller takes over (`ControllerElection`); () where the reader does not know.
+    registered_since: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -143,12 +143,26 @@ CATALOGUE: tuple[BugScenario, ...] = (
     ),
     BugScenario(
         "unclean-shutdown-epoch-reuse", "B16 family (KIP-966)",
-        "a leader loses its page cache in a machine crash and, still named leader in "
-        "ZooKeeper, leads the same epoch again after restart: it writes a different record "
-        "at an (offset, epoch) a follower already holds, so logs diverge undetectably "
-        "(unfixed in ZooKeeper-era Kafka; the broker epoch of KIP-380 does not help)",
-        None, (), Bounds(brokers=2, records=2, leader_epochs=3, crashes=1, lossy_crashes=1),
-        unfixed=True, invariants=("epoch_offset_uniqueness",),
+        "a leader that is also the controller loses its page cache in a machine crash, "
+        "registers again and, before any controller has seen it go, becomes controller and "
+        "trusts ZooKeeper's state, which still names it leader: it leads the same epoch "
+        "again and writes a different record at an (offset, epoch) a follower already "
+        "holds, so logs diverge undetectably (ZooKeeper-era Kafka; the broker epoch of "
+        "KIP-380 only tells bounces the controller sees)",
+        "failover_trusts_restarted", (),
+        Bounds(brokers=2, records=2, leader_epochs=3, crashes=1, lossy_crashes=1),
+        invariants=("epoch_offset_uniqueness",),
+    ),
+    BugScenario(
+        "failover-trusts-restarted", "B16 family (KIP-966)",
+        "the controller and leader loses its page cache, registers again and wins the "
+        "controller election; the new controller trusts the ISR of the broker's old "
+        "incarnation, so the emptied broker leads again and its follower truncates an "
+        "acknowledged record away (found by the safe-wipe-one campaign in CI)",
+        "failover_trusts_restarted", (),
+        Bounds(brokers=3, records=1, leader_epochs=2, controller_epochs=3, crashes=1,
+               lossy_crashes=1),
+        invariants=("leader_completeness", "no_acked_record_lost"),
     ),
 )
 

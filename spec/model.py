@@ -888,7 +888,8 @@ class Model:
             if bld.zk.partition is not before:
                 bld.zk = bld.zk._replace(unseen=True)
         zk = bld.zk
-        bld.zk = zk._replace(registered=tuple(lb for lb in zk.registered if lb.broker_id != i))
+        bld.zk = zk._replace(registered=tuple(lb for lb in zk.registered if lb.broker_id != i),
+                             registered_since=tuple(b for b in zk.registered_since if b != i))
         alive = w.nodes[i].alive
         for pw in mine:
             queue.append((i, ev.PartitionStateWritten(pw.write.tp, pw.write.proposed, False,
@@ -1203,7 +1204,8 @@ class Model:
                                               lambda: ev.BrokersChanged(registered)), queue)
 
     def _snapshot(self, zk: Zk) -> tuple[ev.PartitionSnapshot, ...]:
-        return (ev.PartitionSnapshot(TP, zk.assignment, zk.partition),)
+        return (ev.PartitionSnapshot(TP, zk.assignment, zk.partition,
+                                     registered_since=zk.registered_since),)
 
     def _notify_controller_isr(self, bld: _Builder,
                                queue: deque[tuple[int, ev.Event]]) -> None:
@@ -1221,7 +1223,9 @@ class Model:
         counts[b] += 1
         registered = tuple(sorted((*zk.registered, LiveBroker(b, counts[b])),
                                   key=lambda lb: lb.broker_id))
-        bld.zk = zk._replace(registered=registered, registrations=tuple(counts))
+        since = tuple(sorted({*zk.registered_since, b}))
+        bld.zk = zk._replace(registered=registered, registrations=tuple(counts),
+                             registered_since=since)
         n = counts[b]
         queue.append((b, self._shared(("registered", n), lambda: ev.BrokerRegistered(n))))
         self._notify(bld, b, self._controller_changed(bld.zk.controller), queue)
@@ -1255,6 +1259,8 @@ class Model:
         ok = version_ok and not fenced
         if ok:
             bld.zk = _set1(zk, _ZK_PARTITION, e.proposed)
+            if zk.registered_since:
+                bld.zk = bld.zk._replace(registered_since=())
             self._observe_shutdown_write(bld, i, e)
         queue.append((i, self._written(e, ok, fenced, current)))
 

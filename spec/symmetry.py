@@ -62,6 +62,8 @@ _SET_FIELDS = frozenset({
     "isr", "pending_isr", "replicas", "assignment", "candidates", "options", "shutting_down",
     "live", "registered", "live_brokers",
     "excluded",  # core.controller.PendingElection
+    "restarted",  # core.controller.PartitionContext
+    "registered_since",  # spec.world.Zk, core.events.PartitionSnapshot
 })
 _SKIP_FIELDS = frozenset({"config"})  # constant across a run
 

@@ -67,6 +67,9 @@ class Zk(NamedTuple):
     # A leader's ISR write landed whose answer was lost with its session: the controller is
     # owed the change notification the leader sends only once it learns the write is done.
     unseen: bool = False
+    # The brokers whose registration is newer than the partition state's last write (real
+    # ZooKeeper orders them by zxid: czxid above mzxid), sorted: what a new controller reads.
+    registered_since: tuple[int, ...] = ()
 
 
 class InFlight(NamedTuple):

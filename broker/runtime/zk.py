@@ -649,7 +649,7 @@ class ZkAdapter:
         notes = self._list_isr_changes(gen)  # listed before the states are read
         topics = self._list_topics(gen)
         self._known_topics = set(topics)
-        partitions = self.partition_snapshots(topics)
+        partitions = self.partition_snapshots(topics, live)
         self._delete_isr_changes(notes)  # covered by the snapshot
         self._last_live = live
         # Deletions pending from before the election reach the core after the election
@@ -722,11 +722,15 @@ class ZkAdapter:
         return self._retry(attempt)
 
     def read_partition_state(self, tp: TopicPartition) -> LeaderIsr | None:
+        return self._read_partition_state(tp)[0]
+
+    def _read_partition_state(self, tp: TopicPartition) -> tuple[LeaderIsr | None, int]:
+        """The state and the zxid of its last write (mzxid; -1 when there is no state)."""
         try:
             data, stat = self._client().get(partition_state_path(tp))
         except NoNodeError:
-            return None
-        return parse_partition_state(data, int(stat.version))
+            return None, -1
+        return parse_partition_state(data, int(stat.version)), int(stat.mzxid)
 
     def notify_isr_change(self, tps: Iterable[TopicPartition]) -> str:
         """Create a sequential `/isr_change_notification/isr_change_` node (what a leader does
@@ -844,8 +848,12 @@ class ZkAdapter:
                       self.broker_id, topic, e)
             return TopicConfig()
 
-    def partition_snapshots(self, topics: Iterable[str]) -> tuple[PartitionSnapshot, ...]:
-        """Assignment, state and topic config of every partition of `topics`, sorted."""
+    def partition_snapshots(self, topics: Iterable[str], live: Iterable[LiveBroker] = ()
+                            ) -> tuple[PartitionSnapshot, ...]:
+        """Assignment, state and topic config of every partition of `topics`, sorted; with
+        the `live` brokers (as read) registered since each state's last write: their czxid,
+        the broker epoch, is above the state's mzxid."""
+        live = tuple(live)
         out: list[PartitionSnapshot] = []
         for t in sorted(set(topics)):
             assignment = self.topic_assignment(t)
@@ -854,8 +862,10 @@ class ZkAdapter:
             config = self.topic_replication_config(t)
             for p, replicas in sorted(assignment.items()):
                 tp = TopicPartition(t, p)
-                out.append(PartitionSnapshot(tp, replicas, self.read_partition_state(tp),
-                                             config))
+                state, mzxid = self._read_partition_state(tp)
+                since = () if state is None else tuple(
+                    sorted(b.broker_id for b in live if b.broker_epoch > mzxid))
+                out.append(PartitionSnapshot(tp, replicas, state, config, since))
         return tuple(out)
 
     def live_brokers(self) -> tuple[LiveBroker, ...]:

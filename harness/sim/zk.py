@@ -81,6 +81,7 @@ class SimZooKeeper:
         self.controller_epoch_version = 0
         self.assignment = tuple(range(brokers))
         self.partition: LeaderIsr | None = None
+        self.partition_mzxid = -1  # the zxid of the state's last write
         self.busy_until: dict[int, int] = {}  # broker -> when its queued effects are done
         self.expiries = 0
         # A leader's ISR write landed and the controller has not been sent the change
@@ -172,7 +173,10 @@ class SimZooKeeper:
         return tuple(sorted(LiveBroker(b, cz) for b, (_, cz) in self.registered.items()))
 
     def _snapshots(self) -> tuple[ev.PartitionSnapshot, ...]:
-        return (ev.PartitionSnapshot(self.tp, self.assignment, self.partition),)
+        since = () if self.partition is None else tuple(sorted(
+            b for b, (_, czxid) in self.registered.items() if czxid > self.partition_mzxid))
+        return (ev.PartitionSnapshot(self.tp, self.assignment, self.partition,
+                                     registered_since=since),)
 
     def _notify(self, broker: int, event: ev.Event) -> None:
         s = self.current.get(broker)
@@ -302,7 +306,7 @@ class SimZooKeeper:
             cur is not None and cur.zk_version == e.expected_zk_version)
         if version_ok and not fenced:
             self.zxid += 1
-            self.partition = e.proposed
+            self.partition, self.partition_mzxid = e.proposed, self.zxid
             if not e.by_controller:
                 self.isr_unseen = True
             return ev.PartitionStateWritten(e.tp, e.proposed, e.by_controller, True, False, None)

@@ -395,3 +395,68 @@ def test_a_bounced_broker_stays_out_of_an_isr_elected_after_a_choice() -> None:
     assert msgs(out, LeaderAndIsrRequest) == []  # not told it still leads epoch 0
     s, out = step(s, ev.Chosen(choose.key, 1))
     assert writes(out) == {A0: LeaderIsr(2, 1, (1, 2), 3, 1)}
+
+
+def test_a_new_controller_keeps_brokers_that_restarted_unseen_out_of_their_old_isrs() -> None:
+    """Found by the `safe-wipe-one` campaign in CI: the controller, also a leader, was killed
+    and wiped; it registered again before any other broker had taken over, so no controller
+    ever saw it go. The next controller (here itself, broker 0) reads ZooKeeper's states,
+    which still name it leader and ISR member of its old incarnation. Its registration is
+    newer than those states (`registered_since`): it leaves their leadership and ISR, and is
+    not told it leads; before, it led epoch 0 again with an empty log and its followers
+    truncated every acknowledged record to it."""
+    from core.messages import LeaderAndIsrRequest
+
+    snaps = (
+        ev.PartitionSnapshot(A0, (0, 1, 2), LeaderIsr(0, 0, (0, 1, 2), 1, 0),
+                             registered_since=(0,)),
+        ev.PartitionSnapshot(A1, (1, 2, 0), LeaderIsr(1, 0, (1, 2, 0), 1, 0),
+                             registered_since=(0,)),
+        # written after broker 0's registration: its membership is of this incarnation
+        ev.PartitionSnapshot(B0, (2, 0), LeaderIsr(2, 2, (2, 0), 1, 3)),
+    )
+    s, out = controller(snaps)
+    w = writes(out)
+    assert w == {A1: LeaderIsr(1, 1, (1, 2), 3, 1)}  # a live leader: the ISR shrinks
+    (choose,) = [e for e in out if isinstance(e, fx.Choose)]
+    assert choose.options == (1, 2)  # A0's new leader, broker 0 not among the candidates
+    lairs = msgs(out, LeaderAndIsrRequest)
+    told = {(d, i.tp) for d, m in lairs for i in m.partitions}  # type: ignore[attr-defined]
+    assert told == {(0, B0), (2, B0)}  # nobody hears A0 or A1 as they stood
+    s, out = step(s, ev.Chosen(choose.key, 0))
+    assert writes(out) == {A0: LeaderIsr(1, 1, (1, 2), 3, 1)}
+    # once the write lands, broker 0 hears it is a follower outside the ISR
+    s, out = step(s, ev.PartitionStateWritten(A0, LeaderIsr(1, 1, (1, 2), 3, 1), True, True,
+                                              False, None))
+    infos = [(d, i.leader, i.isr) for d, m in msgs(out, LeaderAndIsrRequest)
+             for i in m.partitions]  # type: ignore[attr-defined]
+    assert infos == [(0, 1, (1, 2)), (1, 1, (1, 2)), (2, 1, (1, 2))]
+    # the exclusion ends with our write: broker 0, caught up later, may rejoin and lead
+    ctx = [p for p in s.controller.partitions if p.tp == A0]  # type: ignore[union-attr]
+    assert ctx[0].restarted == ()
+
+
+def test_a_restarted_last_replica_standing_is_still_elected() -> None:
+    """Nobody else in the ISR is live: the restarted broker is the last replica standing,
+    which Kafka elects (KIP-966, `hiwater spec bugs`: last-replica-standing); it is told the
+    state as it stands rather than left without a leader for good."""
+    from core.messages import LeaderAndIsrRequest
+
+    snap = ev.PartitionSnapshot(A0, (0, 1), LeaderIsr(0, 4, (0,), 1, 7), registered_since=(0,))
+    _s, out = controller((snap,), live=(LiveBroker(0, 9), LiveBroker(1, 4)))
+    assert writes(out) == {}
+    told = [(d, i.leader, i.leader_epoch) for d, m in msgs(out, LeaderAndIsrRequest)
+            for i in m.partitions]  # type: ignore[attr-defined]
+    assert told == [(0, 0, 4), (1, 0, 4)]
+
+
+def test_with_the_bug_switched_on_a_new_controller_trusts_the_old_isr() -> None:
+    """`failover_trusts_restarted` (ZooKeeper-era Kafka): the state is believed as read."""
+    from core.messages import LeaderAndIsrRequest
+
+    snap = ev.PartitionSnapshot(A0, (0, 1, 2), LeaderIsr(0, 0, (0, 1, 2), 1, 0),
+                                registered_since=(0,))
+    _s, out = controller((snap,), cfg=CFG.with_bug("failover_trusts_restarted"))
+    assert writes(out) == {} and not [e for e in out if isinstance(e, fx.Choose)]
+    assert [(d, m.partitions[0].leader) for d, m in msgs(out, LeaderAndIsrRequest)] == [
+        (0, 0), (1, 0), (2, 0)]  # type: ignore[attr-defined]
