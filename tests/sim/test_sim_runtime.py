@@ -49,7 +49,9 @@ def test_a_campaign_schedule_runs_on_the_simulator_deterministically() -> None:
     assert any(v in ("killed", "paused") for r in done for v in r.values()), a.faults
     # the clients ran alongside: acknowledged sends and a final read that saw them
     sends = [op for op in a.history if op.f == "send" and op.type == "ok"]
-    assert len(sends) > 20
+    # (20 of them since session 14's controller fix, 32 before: a broker killed and started
+    # again while no controller watched now leaves the ISR and catches up before rejoining)
+    assert len(sends) >= 10
     assert a.checked.get("valid?") is True
     assert a.sim_s > 12.0
     # another seed: another history
