@@ -398,6 +398,17 @@ class Node:
                 sorted(now.keys() - was.keys()), sorted(was.keys() - now.keys()),
                 sorted(b for b in now.keys() & was.keys() if now[b] != was[b]),
                 sorted(now.items()))
+        elif isinstance(e, ev.ControllerElection) and e.won and self.state.controller:
+            # the members a new controller keeps out: registered again since the state named
+            # them (core/controller.py `on_elected`)
+            restarted = {str(p.tp): list(p.restarted)
+                         for p in self.state.controller.partitions if p.restarted}
+            state_log.info(
+                "broker %d: ControllerElection: won controller epoch %d, live brokers %s%s",
+                self.broker_id, e.controller_epoch,
+                sorted((b.broker_id, b.broker_epoch) for b in e.live_brokers),
+                f", restarted since their partitions' last write: {restarted}"
+                if restarted else "")
         else:
             state_log.info("broker %d: %s", self.broker_id, type(e).__name__)
         for x in effects:
