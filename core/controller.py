@@ -241,7 +241,7 @@ def _reconcile_restarted(
     s = ctx.state
     gone = frozenset(ctx.restarted)
     live = _live_ids(c) - frozenset(c.shutting_down) - gone
-    if s is not None and s.leader not in live:
+    if s is not None:
         candidates, _ = offline_leader(
             ctx.assignment, s.isr, live,
             ctx.config.applied_to(cfg).unclean_leader_election_enable)

@@ -382,6 +382,16 @@ def test_a_bounced_leader_loses_its_leaderships_and_its_isr_places() -> None:
     assert writes(out) == {}
 
 
+def test_the_controller_keeps_live_brokers_sorted_through_a_bounce() -> None:
+    """A driver may list `/brokers/ids` in any order; the controller's view (what
+    UpdateMetadata carries, and the order it sends in) stays sorted by broker id, also
+    across the bounce handling that takes the bounced broker out for a moment."""
+    s, _ = controller(SNAPS)
+    s, _ = step(s, ev.BrokersChanged((LiveBroker(2, 1), LiveBroker(0, 9), LiveBroker(1, 4))))
+    assert s.controller is not None
+    assert [b.broker_id for b in s.controller.live] == [0, 1, 2]
+
+
 def test_a_bounced_broker_stays_out_of_an_isr_elected_after_a_choice() -> None:
     """More than one candidate: the election waits for its `Chosen`, by which time the
     bounced broker is live again; the ISR written still leaves it out."""
@@ -443,11 +453,27 @@ def test_a_restarted_last_replica_standing_is_still_elected() -> None:
     from core.messages import LeaderAndIsrRequest
 
     snap = ev.PartitionSnapshot(A0, (0, 1), LeaderIsr(0, 4, (0,), 1, 7), registered_since=(0,))
-    _s, out = controller((snap,), live=(LiveBroker(0, 9), LiveBroker(1, 4)))
+    s, out = controller((snap,), live=(LiveBroker(0, 9), LiveBroker(1, 4)))
     assert writes(out) == {}
     told = [(d, i.leader, i.leader_epoch) for d, m in msgs(out, LeaderAndIsrRequest)
             for i in m.partitions]  # type: ignore[attr-defined]
     assert told == [(0, 0, 4), (1, 0, 4)]
+    # trusted from now on: a later change of brokers does not move it out again
+    assert s.controller is not None and s.controller.partitions[0].restarted == ()
+
+
+def test_a_registration_newer_than_a_state_that_does_not_name_the_broker_changes_nothing(
+) -> None:
+    """Broker 2 registered after the state was written, but the state names it neither
+    leader nor ISR member: the state is trusted and told as it stands."""
+    from core.messages import LeaderAndIsrRequest
+
+    snap = ev.PartitionSnapshot(A0, (0, 1, 2), LeaderIsr(0, 4, (0, 1), 1, 7),
+                                registered_since=(2,))
+    s, out = controller((snap,))
+    assert writes(out) == {}
+    assert [d for d, _ in msgs(out, LeaderAndIsrRequest)] == [0, 1, 2]
+    assert s.controller is not None and s.controller.partitions[0].restarted == ()
 
 
 def test_with_the_bug_switched_on_a_new_controller_trusts_the_old_isr() -> None:
