@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,6 +177,39 @@ def _check(recipe: Recipe, result: Any) -> list[str]:
     return problems
 
 
+# what a broker's state-change log says about leaderships, elections and truncations
+_STORY = re.compile(r"ControllerElection: won|BrokersChanged|BrokerRegistered|truncated to|"
+                    r"proposes|write of |halting")
+STORY_LINES = 120  # the last this many of them, all brokers merged by time
+
+
+def _diagnosis(run_dir: Path, results: dict[str, Any]) -> str:
+    """What a wrong outcome needs to be understood from CI's output alone (the run directory
+    is gone with the runner): the nemesis's completed faults, the first anomalies of each
+    type, and the brokers' story of the workload's partitions in their own log lines (the
+    one CI failure of `safe-wipe-one`, stop 25, had to be reasoned out without them)."""
+    out = [f"--- diagnosis of {run_dir.name}"]
+    history = run_dir / "history.jsonl"
+    if history.is_file():
+        for line in history.read_text().splitlines():
+            op = json.loads(line)
+            if op["process"] == "nemesis" and not isinstance(op["value"], str):
+                out.append(f"nemesis {op['time_ns'] / 1e9:7.2f}s {op['f']}: "
+                           f"{json.dumps(op['value'])[:160]}")
+    anomalies = results.get("queue", {}).get("anomalies", {})
+    for kind, cases in sorted(anomalies.items()):
+        out.append(f"{kind}: {len(cases)}; first {json.dumps(cases[:2])[:300]}")
+    story: list[str] = []
+    for log in sorted((run_dir / "logs").glob("n*.log")):
+        story += [ln for ln in log.read_text(errors="replace").splitlines()
+                  if _STORY.search(ln) and "__consumer_offsets" not in ln]
+    story.sort()  # each line starts with its timestamp
+    if len(story) > STORY_LINES:
+        out.append(f"({len(story) - STORY_LINES} earlier state-change lines left out)")
+    out += [ln[:220] for ln in story[-STORY_LINES:]]
+    return "\n".join(out)
+
+
 def _require_cluster() -> None:
     why = None
     if not zookeeper_installed():
@@ -205,7 +239,39 @@ def test_campaign_recipes(tmp_path: Path) -> None:
             print(out.line())
             if not out.problems:
                 break
+            try:
+                print(_diagnosis(result.run_dir, result.results))
+            except Exception as e:  # the outcome above is what fails the test, not this
+                print(f"(no diagnosis of {result.run_dir}: {e!r})")
         else:
             failed.append(outcomes[-1])
     print(f"all campaigns: {time.monotonic() - t_all:.0f} s")
     assert not failed, "\n".join(o.line() for o in failed)
+
+
+def test_a_wrong_outcome_is_diagnosed_from_the_run_directory(tmp_path: Path) -> None:
+    """`_diagnosis` (printed for every wrong outcome above): completed faults, anomalies and
+    the workload partitions' state changes by time, without the group coordinator's."""
+    (tmp_path / "logs").mkdir()
+    ops = [{"index": 0, "time_ns": 1_000_000_000, "process": "nemesis", "type": "info",
+            "f": "wipe", "value": "one"},
+           {"index": 1, "time_ns": 5_000_000_000, "process": "nemesis", "type": "info",
+            "f": "wipe", "value": {"n3": {"files": 17, "bytes": 1172}}},
+           {"index": 2, "time_ns": 6_000_000_000, "process": 1, "type": "ok", "f": "send",
+            "value": [["send", 0, [0, 1]]]}]
+    (tmp_path / "history.jsonl").write_text("".join(json.dumps(o) + "\n" for o in ops))
+    (tmp_path / "logs" / "n1.log").write_text(
+        "2026-11-27 04:54:52,990 INFO hiwater.state_change: broker 1: BrokerRegistered\n"
+        "2026-11-27 04:54:53,000 INFO broker.runtime.peers: broker 1: fetch from 3 failed\n")
+    (tmp_path / "logs" / "n3.log").write_text(
+        "2026-11-27 04:54:44,180 INFO hiwater.state_change: broker 3: proposes t0-0 "
+        "[leader 1 epoch 1 isr [1, 3]] (zk version 0)\n"
+        "2026-11-27 04:54:44,181 INFO hiwater.state_change: broker 3: proposes "
+        "__consumer_offsets-0 [leader 3 epoch 1 isr [3, 1]] (zk version 0)\n")
+    results = {"queue": {"anomalies": {"lost_write": [{"key": 0, "value": 7}]}}}
+    lines = _diagnosis(tmp_path, results).splitlines()
+    assert lines[1] == 'nemesis    5.00s wipe: {"n3": {"files": 17, "bytes": 1172}}'
+    assert lines[2] == 'lost_write: 1; first [{"key": 0, "value": 7}]'
+    assert [ln.split(": ", 1)[1] for ln in lines[3:]] == [
+        "broker 3: proposes t0-0 [leader 1 epoch 1 isr [1, 3]] (zk version 0)",
+        "broker 1: BrokerRegistered"]
