@@ -94,6 +94,12 @@ def rescan_start(bases: Sequence[int], recovery_point: int) -> int:
     return max(len(bases) - 1, 0)
 
 
+def segment_bases(fs: FS, d: Path) -> list[int]:
+    """The base offsets of the segment files (`.log`) in a partition directory, ascending."""
+    return sorted(b for name in fs.listdir(d)
+                  if name.endswith(LOG_SUFFIX) and (b := parse_stem(name)) is not None)
+
+
 def parse_topic_partition(name: str) -> tuple[str, int]:
     topic, sep, partition = name.rpartition("-")
     if not sep or not topic or not partition.isdigit():
@@ -225,11 +231,7 @@ class Log:
         fs, d = self.fs, self.dir
         self._remove_temp_files()
         self._complete_swaps()
-        bases = sorted(
-            b
-            for name in fs.listdir(d)
-            if name.endswith(LOG_SUFFIX) and (b := parse_stem(name)) is not None
-        )
+        bases = segment_bases(fs, d)
         for name in fs.listdir(d):
             base = parse_stem(name)
             if base is not None and base not in bases and not name.endswith(SWAP_END_SUFFIX):

@@ -50,8 +50,8 @@ from broker.store.checkpoint import (
     read_offsets,
 )
 from broker.store.fs import SimFS, SimulatedCrash
-from broker.store.log import parse_topic_partition, rescan_start
-from broker.store.segment import LOG_SUFFIX, file_stem, parse_stem
+from broker.store.log import parse_topic_partition, rescan_start, segment_bases
+from broker.store.segment import LOG_SUFFIX, file_stem
 from core.types import Role
 from harness.history import INFO, NEMESIS
 from harness.sim.cluster import DATA_DIR
@@ -99,8 +99,7 @@ def rescanned_segments(fs: SimFS, partition_dir: Path) -> list[Path]:
     except CheckpointError:
         points = {}
     point = points.get(parse_topic_partition(partition_dir.name), 0)
-    bases = sorted(b for n in fs.listdir(partition_dir)
-                   if n.endswith(LOG_SUFFIX) and (b := parse_stem(n)) is not None)
+    bases = segment_bases(fs, partition_dir)
     return [partition_dir / (file_stem(b) + LOG_SUFFIX)
             for b in bases[rescan_start(bases, point):]]
 
