@@ -1203,9 +1203,11 @@ class Model:
             self._notify(bld, c, self._shared(("brokers", registered),
                                               lambda: ev.BrokersChanged(registered)), queue)
 
-    def _snapshot(self, zk: Zk) -> tuple[ev.PartitionSnapshot, ...]:
-        return (ev.PartitionSnapshot(TP, zk.assignment, zk.partition,
-                                     registered_since=zk.registered_since),)
+    def _snapshot(self, zk: Zk, electing: bool = False) -> tuple[ev.PartitionSnapshot, ...]:
+        """The partition as read; a new controller (`electing`) also reads which brokers
+        registered since its state was written, as the real driver does."""
+        since = zk.registered_since if electing else ()
+        return (ev.PartitionSnapshot(TP, zk.assignment, zk.partition, registered_since=since),)
 
     def _notify_controller_isr(self, bld: _Builder,
                                queue: deque[tuple[int, ev.Event]]) -> None:
@@ -1243,7 +1245,7 @@ class Model:
                               unseen=False)
         queue.append((b, ev.ControllerElection(True, b, zk.controller_epoch,
                                                zk.controller_epoch_version, zk.registered,
-                                               self._snapshot(zk))))
+                                               self._snapshot(zk, electing=True))))
         for i in range(len(bld.states)):
             if i != b and any(lb.broker_id == i for lb in zk.registered):
                 self._notify(bld, i, self._controller_changed(b), queue)

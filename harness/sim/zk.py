@@ -172,9 +172,13 @@ class SimZooKeeper:
     def _live(self) -> tuple[LiveBroker, ...]:
         return tuple(sorted(LiveBroker(b, cz) for b, (_, cz) in self.registered.items()))
 
-    def _snapshots(self) -> tuple[ev.PartitionSnapshot, ...]:
-        since = () if self.partition is None else tuple(sorted(
-            b for b, (_, czxid) in self.registered.items() if czxid > self.partition_mzxid))
+    def _snapshots(self, electing: bool = False) -> tuple[ev.PartitionSnapshot, ...]:
+        """The partition as read; a new controller (`electing`) also reads which brokers
+        registered since its state was written (czxid above mzxid), as the real driver."""
+        since: tuple[int, ...] = ()
+        if electing and self.partition is not None:
+            since = tuple(sorted(b for b, (_, czxid) in self.registered.items()
+                                 if czxid > self.partition_mzxid))
         return (ev.PartitionSnapshot(self.tp, self.assignment, self.partition,
                                      registered_since=since),)
 
@@ -296,7 +300,7 @@ class SimZooKeeper:
         self._notify_all(ev.ControllerChanged(b), but=b)
         return ev.ControllerElection(True, b, self.controller_epoch,
                                      self.controller_epoch_version, self._live(),
-                                     self._snapshots())
+                                     self._snapshots(electing=True))
 
     def _write(self, e: fx.ZkWritePartitionState) -> ev.PartitionStateWritten:
         fenced = (e.controller_epoch_zk_version is not None
