@@ -252,17 +252,28 @@ def _reconcile_restarted(
             # nothing to write: the replicas learn the state as it stands (`on_elected`
             # kept it from them)
             return c, out or _leader_and_isr(c, (ctx,))
+    return _reconcile_as_gone(c, (ctx._replace(restarted=()),), gone, cfg, excluded)
+
+
+def _reconcile_as_gone(
+    c: ControllerState, ctxs: tuple[PartitionContext, ...], gone: frozenset[int],
+    cfg: ProtocolConfig, excluded: frozenset[int] = frozenset(),
+) -> tuple[ControllerState, Effects]:
+    """`_reconcile` of `ctxs` as if the brokers `gone`, registered as they are, were not live
+    (Kafka's onBrokerFailure for an incarnation that ended): they leave the leaderships and
+    ISRs, also of an election that waits for its choice (`excluded`)."""
     view = c._replace(live=tuple(b for b in c.live if b.broker_id not in gone))
-    view, out = _reconcile(view, ctx._replace(restarted=()), cfg, excluded | gone)
+    out: Effects = []
+    for ctx in ctxs:
+        view, e = _reconcile(view, ctx, cfg, excluded | gone)
+        out += e
     return view._replace(live=c.live), out
 
 
-def _reconcile_all(
-    c: ControllerState, cfg: ProtocolConfig, excluded: frozenset[int] = frozenset()
-) -> tuple[ControllerState, Effects]:
+def _reconcile_all(c: ControllerState, cfg: ProtocolConfig) -> tuple[ControllerState, Effects]:
     out: Effects = []
     for ctx in c.partitions:
-        c, e = _reconcile(c, ctx, cfg, excluded)
+        c, e = _reconcile(c, ctx, cfg)
         out += e
     return c, out
 
@@ -366,11 +377,8 @@ def on_brokers_changed(
         # onBrokerStartup: its leaderships move to other ISR members and it leaves every ISR,
         # to rejoin as a follower once caught up. It used to keep leading at the same epoch:
         # a wiped leader came back empty, and the followers truncated to it.
-        live = c.live
-        c = c._replace(live=tuple(b for b in live if b.broker_id not in bounced))
         pending = len(c.pending)
-        c, e = _reconcile_all(c, cfg, bounced)
-        c = c._replace(live=live)
+        c, e = _reconcile_as_gone(c, c.partitions, bounced, cfg)
         out += e
         busy |= {x.tp for x in e if isinstance(x, fx.ZkWritePartitionState)}
         busy |= {p.tp for p in c.pending[pending:]}
